@@ -1,0 +1,279 @@
+"""profkit's tidy tables: their columns, dtypes and meaning, and the parquet round trip.
+
+Every source (live capture, debug logs, cache files) produces a :class:`Tables`; every analysis
+function reads one of its frames. This module is the only place that knows the on-disk layout:
+a capture is a directory holding one parquet file per table (``candidates.parquet``,
+``winners.parquet``, ``tuning.parquet``, ``runs.parquet``).
+
+Units end column names (``time_ms``, ``wall_s``). Tactics are canonical JSON text
+(``json.dumps`` of FlashInfer's ``_tactic_to_json``), so they compare as strings and load without
+executing anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+from profkit.errors import ProfkitError, SchemaError
+
+# (column, pandas dtype, meaning). Sources may add further columns; these are required.
+_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "candidates": (
+        ("run_id", "string", "run that recorded the row (see the runs table)"),
+        ("rank", "Int64", "tensor-parallel rank of the process, when known"),
+        ("call", "Int64", "tuning call (choose_one / rank_tactics) within the run"),
+        ("thread", "Int64", "Python thread id that ran the call"),
+        ("seq", "Int64", "order of measurement within the run"),
+        ("api", "string", "AutoTuner entry point: choose_one or rank_tactics"),
+        ("op", "string", "FlashInfer custom_op; missing when no tuning call was open"),
+        ("profile", "string", "FlashInfer's nearest profile (the winner key's shapes), as text"),
+        ("bucket", "Int64", "bucketed value of the first dynamic dimension (e.g. M)"),
+        ("bucket_key", "string", "all dynamic dimensions' bucket values, as a tuple text"),
+        ("shapes", "string", "input shapes the candidate was timed on, as text"),
+        ("runner", "string", "runner class name"),
+        ("tactic", "string", "tactic as canonical JSON text; -1 is the runner's default"),
+        ("time_ms", "float64", "time FlashInfer measured; NaN when the candidate failed"),
+        ("status", "string", "ok, failed, oom, or fallback (runner silently ran tactic -1)"),
+        ("error", "string", "exception text or fallback warning; empty when none"),
+        ("host_s", "float64", "wall seconds of the measurement on the host"),
+        ("jit_s", "float64", "wall seconds of JIT builds inside the measurement"),
+        ("timing", "string", "how FlashInfer timed it, e.g. 'cuda_graph, cold L2, median of 10'"),
+        ("source", "string", "flashinfer (FlashInfer's own candidate) or default (profkit's)"),
+    ),
+    "winners": (
+        ("run_id", "string", "run that recorded the row"),
+        ("rank", "Int64", "tensor-parallel rank, when known"),
+        ("call", "Int64", "tuning call within the run"),
+        ("op", "string", "FlashInfer custom_op"),
+        ("profile", "string", "nearest profile: the shapes FlashInfer stores the winner under"),
+        ("bucket", "Int64", "bucketed value of the first dynamic dimension"),
+        ("bucket_key", "string", "all dynamic dimensions' bucket values"),
+        ("runner", "string", "chosen runner class"),
+        ("tactic", "string", "chosen tactic, canonical JSON text"),
+        ("time_ms", "float64", "the chosen candidate's measured time; NaN if not profiled here"),
+        ("status", "string", "status of the chosen candidate (fallback = it ran tactic -1)"),
+        ("source", "string", "profiled, cache_file, cached (earlier call) or fallback"),
+        ("reason", "string", "why a fallback winner: oom_abort, no_valid_tactic; else empty"),
+        ("extras", "string", "runner's cache-key extras, part of FlashInfer's key"),
+        ("default_runner", "string", "runners[0]: what runs untuned (with tactic -1)"),
+        ("default_time_ms", "float64", "runners[0] tactic -1 timed by the tuner's own timer"),
+        ("timing", "string", "how the times were measured"),
+    ),
+    "tuning": (
+        ("run_id", "string", "run that recorded the row"),
+        ("rank", "Int64", "tensor-parallel rank, when known"),
+        ("call", "Int64", "tuning call within the run"),
+        ("parent_call", "Int64", "enclosing tuning call (rank_tactics inside get_valid_tactics)"),
+        ("thread", "Int64", "Python thread id"),
+        ("api", "string", "choose_one or rank_tactics"),
+        ("kind", "string", "call (one tuning call) or profile (one profiled bucket)"),
+        ("op", "string", "FlashInfer custom_op"),
+        ("profile", "string", "nearest profile (kind=profile); empty for calls"),
+        ("bucket", "Int64", "bucket (kind=profile)"),
+        ("wall_s", "float64", "wall seconds, profkit's default timing excluded"),
+        ("measure_s", "float64", "candidates' host seconds minus JIT inside them"),
+        ("jit_s", "float64", "seconds of JIT builds (FlashInfer compiling modules)"),
+        ("prep_s", "float64", "seconds before each runner's first candidate (cuDNN plan builds)"),
+        ("overhead_s", "float64", "wall_s - measure_s: plan builds, JIT, input synthesis"),
+        ("default_s", "float64", "seconds profkit spent timing the default (not in wall_s)"),
+        ("n_candidates", "Int64", "FlashInfer candidates timed"),
+        ("n_failed", "Int64", "of those, failed, oom or fallback"),
+        ("status", "string", "ok, oom_abort, error (exception re-raised), skipped (skip_ops)"),
+        ("error", "string", "exception text when status is error"),
+    ),
+    "runs": (
+        ("run_id", "string", "identifier of the run"),
+        ("source_kind", "string", "capture, log or cache: how the facts were obtained"),
+        ("gpu", "string", "GPU name"),
+        ("driver", "string", "NVIDIA driver version"),
+        ("cuda", "string", "CUDA version torch was built with"),
+        ("torch", "string", "torch version"),
+        ("flashinfer", "string", "flashinfer-python version"),
+        ("cudnn", "string", "cuDNN backend version"),
+        ("cublas", "string", "cuBLAS version"),
+        ("host", "string", "host name"),
+        ("started_at", "string", "ISO-8601 UTC time the run started"),
+        ("command", "string", "command line of the process"),
+    ),
+}
+
+TABLES = tuple(_COLUMNS)
+
+
+def columns(table: str) -> tuple[str, ...]:
+    """Names of the required columns of ``table``."""
+    return tuple(name for name, _, _ in _spec(table))
+
+
+def describe(table: str) -> pd.DataFrame:
+    """The documented columns of ``table``: name, dtype and meaning (for README and notebooks)."""
+    return pd.DataFrame(_spec(table), columns=["column", "dtype", "meaning"])
+
+
+def empty(table: str) -> pd.DataFrame:
+    """An empty frame with the columns and dtypes of ``table``."""
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype, _ in _spec(table)})
+
+
+def frame(table: str, rows: Iterable[Mapping]) -> pd.DataFrame:
+    """Build a ``table`` frame from row dicts; absent required columns become missing values."""
+    rows = list(rows)
+    if not rows:
+        return empty(table)
+    df = pd.DataFrame.from_records(rows)
+    for name, dtype, _ in _spec(table):
+        if name not in df.columns:
+            df[name] = pd.Series(pd.NA, index=df.index, dtype=dtype)
+    return conform(df, table)
+
+
+def conform(df: pd.DataFrame, table: str) -> pd.DataFrame:
+    """Return ``df`` with required columns first, in the table's dtypes (extra columns kept)."""
+    validate(df, table)
+    out = df.copy()
+    for name, dtype, _ in _spec(table):
+        out[name] = _as_dtype(out[name], dtype, table)
+    extra = [c for c in out.columns if c not in columns(table)]
+    return out[list(columns(table)) + extra].reset_index(drop=True)
+
+
+def validate(df: pd.DataFrame, table: str) -> None:
+    """Raise SchemaError naming the missing columns when ``df`` is not a ``table`` frame."""
+    missing = tuple(c for c in columns(table) if c not in df.columns)
+    if missing:
+        raise SchemaError(f"missing columns {', '.join(missing)}", table=table, columns=missing)
+
+
+def _spec(table: str):
+    try:
+        return _COLUMNS[table]
+    except KeyError:
+        raise ProfkitError(f"unknown table {table!r}; profkit's tables are {', '.join(TABLES)}") from None
+
+
+def _as_dtype(series: pd.Series, dtype: str, table: str) -> pd.Series:
+    if str(series.dtype) == dtype:
+        return series
+    try:
+        if dtype == "string":
+            return series.astype("object").where(series.notna(), None).astype("string")
+        if dtype == "float64":
+            return pd.to_numeric(series, errors="raise").astype("float64")
+        return series.astype(dtype)
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"column {series.name!r} is not {dtype}: {exc}", table=table,
+                          columns=(str(series.name),)) from None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Tables:
+    """One set of profkit tables: what FlashInfer's autotuner measured and decided.
+
+    Attributes:
+        candidates: one row per (run, call, profile, runner, tactic) timed.
+        winners: one row per (run, call, op, profile): FlashInfer's own decision.
+        tuning: one row per tuning call (kind=call) and per profiled bucket (kind=profile).
+        runs: one row per run: environment provenance (GPU, driver, CUDA, versions, command).
+    """
+
+    candidates: pd.DataFrame
+    winners: pd.DataFrame
+    tuning: pd.DataFrame
+    runs: pd.DataFrame
+
+    def __post_init__(self):
+        for table in TABLES:
+            object.__setattr__(self, table, conform(getattr(self, table), table))
+
+    @classmethod
+    def empty(cls) -> "Tables":
+        return cls(**{t: empty(t) for t in TABLES})
+
+    @property
+    def env(self) -> dict:
+        """Provenance of the single run these tables hold (see ``runs`` for several)."""
+        if len(self.runs) != 1:
+            raise ProfkitError(f"these tables hold {len(self.runs)} runs; read tables.runs instead")
+        row = self.runs.iloc[0]
+        return {k: (None if pd.isna(v) else v) for k, v in row.items()}
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the tables as ``<path>/<table>.parquet``, atomically per file; return the path."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        for table in TABLES:
+            target = path / f"{table}.parquet"
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            getattr(self, table).to_parquet(tmp, index=False)
+            os.replace(tmp, target)
+        return path
+
+    def __repr__(self) -> str:
+        ops = sorted(self.candidates["op"].dropna().unique()) or sorted(self.winners["op"].dropna().unique())
+        gpus = sorted(self.runs["gpu"].dropna().unique())
+        versions = sorted(self.runs["flashinfer"].dropna().unique())
+        return (
+            f"Tables  {len(self.runs)} run(s)  gpu={', '.join(gpus) or '?'}  "
+            f"flashinfer={', '.join(versions) or '?'}\n"
+            f"  candidates {len(self.candidates):>7} rows\n"
+            f"  winners    {len(self.winners):>7} rows\n"
+            f"  tuning     {len(self.tuning):>7} rows\n"
+            f"  ops        {', '.join(ops) or '-'}"
+        )
+
+
+def concat(parts: Iterable[Tables]) -> Tables:
+    """Stack several Tables (e.g. repeated runs) into one; run_id keeps them apart."""
+    parts = list(parts)
+    if not parts:
+        return Tables.empty()
+    return Tables(**{t: pd.concat([getattr(p, t) for p in parts], ignore_index=True) for t in TABLES})
+
+
+def load(path: str | os.PathLike) -> Tables:
+    """Read tables written by :meth:`Tables.save`.
+
+    ``path`` is one saved capture directory, or a directory whose subdirectories are captures
+    (e.g. repeated runs); those are stacked into one Tables.
+
+    Raises:
+        ProfkitError: when ``path`` holds no capture.
+    """
+    path = Path(path)
+    if (path / "runs.parquet").is_file():
+        return _load_one(path)
+    subdirs = sorted(p for p in path.iterdir() if (p / "runs.parquet").is_file()) if path.is_dir() else []
+    if not subdirs:
+        raise ProfkitError(f"{path}: no profkit capture here (expected runs.parquet in it or its subdirectories)")
+    return concat(_load_one(p) for p in subdirs)
+
+
+def _load_one(path: Path) -> Tables:
+    frames = {}
+    for table in TABLES:
+        file = path / f"{table}.parquet"
+        frames[table] = pd.read_parquet(file) if file.is_file() else empty(table)
+    return Tables(**frames)
+
+
+def tactic_text(value) -> str:
+    """Canonical JSON text of a tactic value (tuples become lists)."""
+    return json.dumps(_jsonable(value), separators=(", ", ": "))
+
+
+def _jsonable(value):
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, (str, float)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if hasattr(value, "__iter__"):
+        return [_jsonable(v) for v in value]
+    return str(value)

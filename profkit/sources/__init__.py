@@ -1,0 +1,1 @@
+"""Sources turn the outside world (live tuning, logs, cache files, engine outputs) into tables."""

@@ -1,0 +1,107 @@
+"""Provenance of a run: GPU, driver, CUDA, torch, flashinfer, cuDNN, cuBLAS, host, time, command."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import os
+import platform
+import socket
+import sys
+import uuid
+
+
+def new_run_id() -> str:
+    """A short unique id: UTC time plus random suffix, sortable by start time."""
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"{now}-{uuid.uuid4().hex[:6]}"
+
+
+def rank_from_env() -> int | None:
+    """The process's rank from RANK / LOCAL_RANK, as launchers set them; None when unset."""
+    for name in ("RANK", "LOCAL_RANK"):
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def collect_env(run_id: str, *, source_kind: str = "capture") -> dict:
+    """Everything known about this process's software and hardware, as strings (missing = None)."""
+    env = {
+        "run_id": run_id,
+        "source_kind": source_kind,
+        "host": socket.gethostname(),
+        "pid": str(os.getpid()),
+        "rank": _str(rank_from_env()),
+        "started_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "python": platform.python_version(),
+        "profkit": _dist_version("profkit"),
+        "flashinfer": _dist_version("flashinfer-python"),
+        "cudnn_frontend": _dist_version("nvidia-cudnn-frontend"),
+    }
+    env.update(_torch_facts())
+    env.update(_flashinfer_metadata())
+    env["driver"] = _driver_version()
+    return env
+
+
+def _torch_facts() -> dict:
+    try:
+        import torch
+    except ImportError:
+        return {}
+    facts = {"torch": torch.__version__, "cuda": _str(torch.version.cuda)}
+    try:
+        facts["cudnn"] = _str(torch.backends.cudnn.version())
+    except Exception:  # noqa: BLE001 - a CPU torch may lack the cuDNN probe
+        facts["cudnn"] = None
+    if torch.cuda.is_available():
+        index = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+        facts.update(gpu=props.name, gpu_count=str(torch.cuda.device_count()),
+                     sm=f"{props.major}{props.minor}", gpu_memory_mib=str(props.total_memory // 2**20))
+    else:
+        facts.update(gpu=None, gpu_count="0")
+    return facts
+
+
+def _flashinfer_metadata() -> dict:
+    """FlashInfer's own cache metadata (cuBLAS / cuDNN backend versions as its cache records them)."""
+    try:
+        from flashinfer.autotuner import autotuner as at
+
+        meta = at._collect_metadata()
+    except Exception:  # noqa: BLE001 - older versions or no GPU: keep the other facts
+        return {}
+    facts = {"cublas": _known(meta.get("cublas_version")), "flashinfer_metadata_gpu": _known(meta.get("gpu"))}
+    if meta.get("cudnn_version") not in (None, "unknown"):
+        facts["cudnn"] = str(meta["cudnn_version"])
+    return facts
+
+
+def _driver_version() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:  # noqa: BLE001 - no NVIDIA driver on this machine
+        return None
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _known(value) -> str | None:
+    return None if value in (None, "", "unknown") else str(value)
+
+
+def _str(value) -> str | None:
+    return None if value is None else str(value)
