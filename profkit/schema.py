@@ -101,9 +101,26 @@ _COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("started_at", "string", "ISO-8601 UTC time the run started"),
         ("command", "string", "command line of the process"),
     ),
+    # Outside tuning: the real op timed at chosen M values, with and without tuned configs.
+    "op_timings": (
+        ("run_id", "string", "capture run whose tuned configs the 'tuned' rows used"),
+        ("op", "string", "FlashInfer custom_op"),
+        ("n", "Int64", "GEMM N (output features)"),
+        ("k", "Int64", "GEMM K (input features)"),
+        ("m", "Int64", "GEMM M (tokens) the op was called with"),
+        ("bucket", "Int64", "bucket FlashInfer maps M to"),
+        ("state", "string", "untuned (no tuned config) or tuned"),
+        ("runner", "string", "runner choose_one returned at this M"),
+        ("tactic", "string", "tactic choose_one returned at this M"),
+        ("time_ms", "float64", "median per-call time over graph replays"),
+        ("time_ms_p10", "float64", "10th percentile per-call time"),
+        ("time_ms_p90", "float64", "90th percentile per-call time"),
+        ("timing", "string", "how it was timed"),
+    ),
 }
 
-TABLES = tuple(_COLUMNS)
+# The tables a Tables holds (op_timings and engine results travel beside them).
+TABLES = ("candidates", "winners", "tuning", "runs")
 
 
 def columns(table: str) -> tuple[str, ...]:
@@ -154,7 +171,7 @@ def _spec(table: str):
     try:
         return _COLUMNS[table]
     except KeyError:
-        raise ProfkitError(f"unknown table {table!r}; profkit's tables are {', '.join(TABLES)}") from None
+        raise ProfkitError(f"unknown table {table!r}; profkit's tables are {', '.join(_COLUMNS)}") from None
 
 
 def _as_dtype(series: pd.Series, dtype: str, table: str) -> pd.Series:
