@@ -117,6 +117,37 @@ _COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("time_ms_p90", "float64", "90th percentile per-call time"),
         ("timing", "string", "how it was timed"),
     ),
+    # End-to-end results: SGLang / vLLM serving benchmarks, lm-eval accuracy, profkit step timings.
+    "bench": (
+        ("engine", "string", "sglang, vllm, lm-eval or profkit-step"),
+        ("format", "string", "the reader that produced the row, e.g. sglang-text, vllm-json"),
+        ("source", "string", "file the row came from (or <text>)"),
+        ("line", "Int64", "line in source where the row's block starts"),
+        ("label", "string", "caller-given label of the run, e.g. autotune-on; else empty"),
+        ("model", "string", "model name or path, when the output names it"),
+        ("backend", "string", "benchmark backend, when given"),
+        ("autotune", "boolean", "FlashInfer autotune on (True) / off (False), when the output says"),
+        ("request_rate", "float64", "requests per second asked for; inf = all at once"),
+        ("max_concurrency", "Int64", "maximum concurrent requests"),
+        ("successful_requests", "Int64", "completed requests"),
+        ("duration_s", "float64", "benchmark duration"),
+        ("total_input_tokens", "Int64", "input tokens over the run"),
+        ("total_output_tokens", "Int64", "generated tokens over the run"),
+        ("request_throughput", "float64", "requests per second achieved"),
+        ("input_tok_s", "float64", "input token throughput"),
+        ("output_tok_s", "float64", "output token throughput"),
+        ("total_tok_s", "float64", "input + output token throughput"),
+        *((f"{stat}_{metric}_ms", "float64", f"{stat} {what}")
+          for metric, what in (("ttft", "time to first token"), ("tpot", "time per output token"),
+                               ("itl", "inter-token latency"), ("e2e", "end-to-end request latency"))
+          for stat in ("mean", "median", "p90", "p95", "p99")),
+        ("task", "string", "lm-eval task; empty for serving rows"),
+        ("metric", "string", "lm-eval metric (e.g. exact_match,strict-match)"),
+        ("value", "float64", "lm-eval metric value"),
+        ("value_stderr", "float64", "lm-eval metric standard error"),
+        ("missing", "string", "fields the block should have had but did not, comma-separated"),
+        ("raw", "string", "the text (or JSON) the row was read from"),
+    ),
 }
 
 # The tables a Tables holds (op_timings and engine results travel beside them).
