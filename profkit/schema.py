@@ -177,7 +177,7 @@ def frame(table: str, rows: Iterable[Mapping]) -> pd.DataFrame:
     df = pd.DataFrame.from_records(rows)
     for name, dtype, _ in _spec(table):
         if name not in df.columns:
-            df[name] = pd.Series(pd.NA, index=df.index, dtype=dtype)
+            df[name] = pd.Series([None] * len(df), index=df.index, dtype="object")
     return conform(df, table)
 
 

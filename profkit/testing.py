@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+import zlib
 from typing import Callable
 
 import torch
 from flashinfer.autotuner import AutoTuner, DynamicTensorSpec, TunableRunner, TuningConfig
 from flashinfer.fused_moe.utils import get_hybrid_num_tokens_buckets, map_to_hybrid_bucket_uncapped
+
+from profkit.schema import tactic_text
 
 TimeFn = Callable[[str, object, tuple], float]
 
@@ -26,7 +29,7 @@ def default_time(runner: str, tactic, shapes: tuple) -> float:
     """Deterministic fake time in ms: grows with M, depends on runner and tactic."""
     m = shapes[0][0] if shapes and shapes[0] else 1
     base = {"ToyCublasRunner": 1.0, "ToyCudnnRunner": 1.1, "ToyOomRunner": 0.9}.get(runner, 1.0)
-    wobble = (hash(str(tactic)) % 7) / 100.0 if tactic != -1 else 0.12
+    wobble = (zlib.crc32(tactic_text(tactic).encode()) % 7) / 100.0 if tactic != -1 else 0.12
     return round(base * (0.01 + m / 1000.0) * (1.0 + wobble), 9)
 
 
