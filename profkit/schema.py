@@ -296,7 +296,7 @@ def load(path: str | os.PathLike) -> Tables:
     path = Path(path)
     if (path / "runs.parquet").is_file():
         return _load_one(path)
-    subdirs = sorted(p for p in path.iterdir() if (p / "runs.parquet").is_file()) if path.is_dir() else []
+    subdirs = sorted(p.parent for p in path.rglob("runs.parquet")) if path.is_dir() else []
     if not subdirs:
         raise ProfkitError(f"{path}: no profkit capture here (expected runs.parquet in it or its subdirectories)")
     return concat(_load_one(p) for p in subdirs)
