@@ -1,0 +1,229 @@
+"""A decoder-layer stack of a real model, every linear through FlashInfer, timed per step (GPU).
+
+What it builds: ``layers`` decoder layers of a shipped model config (random weights, never
+downloaded): RMSNorm, fused qkv linear, attention, o linear, residual, RMSNorm, fused gate_up
+linear, SwiGLU, down linear, residual. Attention is torch's ``scaled_dot_product_attention``:
+decode attends one new token per sequence over a KV cache of ``kv_len`` tokens (queries grouped
+per KV head, so no GQA expansion), prefill is causal over one sequence of the chunk's tokens.
+
+Linear implementations (``impl``): ``flashinfer`` runs ``mm_bf16(backend="auto")`` (bf16) or
+``bmm_fp8(backend="auto")`` with per-tensor scales after an in-graph cast of the activation
+(fp8); ``torch`` runs ``torch.matmul`` (bf16) or ``torch._scaled_mm`` (fp8), the reference an
+engine without FlashInfer GEMMs would use.
+
+States: ``untuned`` (nothing tuned: FlashInfer's fallback tactic), ``tuned`` (after a tuning
+pass in this process), ``cache`` (FlashInfer configs loaded from cache JSON files, e.g. in a
+fresh process) and ``torch``. Each (phase, size, state) is warmed eagerly, captured in a CUDA
+graph and replayed; each repetition is the median of ``replays`` replays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+import torch
+import torch.nn.functional as F
+
+from profkit.models import Linear, ModelConfig, linear_layers
+
+DECODE_SIZES = (1, 2, 3, 8, 24, 64, 100, 256, 333, 512, 1024, 3000, 4096)
+PREFILL_SIZES = (512, 2048, 4096)
+ATTENTION = "torch.nn.functional.scaled_dot_product_attention"
+
+
+@dataclasses.dataclass
+class LinearWeights:
+    """One linear's weight, kept in every layout the implementations need."""
+
+    spec: Linear
+    w: torch.Tensor  # (N, K) bf16, row-major
+    w_fp8_t: torch.Tensor | None  # (K, N) e4m3, column-major (bmm_fp8 and _scaled_mm)
+
+
+class DecoderStack:
+    """``layers`` decoder layers of ``model`` in ``dtype`` ('bf16' or 'fp8'), on the GPU."""
+
+    def __init__(self, model: ModelConfig, dtype: str, *, layers: int, kv_len: int, max_batch: int,
+                 device: str = "cuda"):
+        if dtype not in ("bf16", "fp8"):
+            raise ValueError(f"dtype must be bf16 or fp8, got {dtype!r}")
+        self.model, self.dtype, self.n_layers, self.kv_len = model, dtype, layers, kv_len
+        self.impl = "flashinfer"
+        dev, bf16 = device, torch.bfloat16
+        self.layers = []
+        for _ in range(layers):
+            linears = {}
+            for spec in linear_layers(model):
+                w = torch.randn(spec.n, spec.k, device=dev, dtype=bf16) / spec.k**0.5
+                w8 = w.to(torch.float8_e4m3fn).t() if dtype == "fp8" else None
+                linears[spec.name] = LinearWeights(spec, w, w8)
+            self.layers.append(linears)
+        self.norm = torch.ones(model.hidden_size, device=dev, dtype=bf16)
+        self.scale = torch.tensor(1.0, device=dev, dtype=torch.float32)
+        shape = (max_batch, model.num_key_value_heads, kv_len, model.head_dim)
+        # One KV cache shared by all layers: each layer still reads kv_len tokens per sequence.
+        self.k_cache = torch.randn(shape, device=dev, dtype=bf16)
+        self.v_cache = torch.randn(shape, device=dev, dtype=bf16)
+
+    # -- pieces -------------------------------------------------------------------------------
+    def linear(self, x: torch.Tensor, lw: LinearWeights) -> torch.Tensor:
+        if self.dtype == "bf16":
+            if self.impl == "torch":
+                return torch.matmul(x, lw.w.t())
+            import flashinfer
+
+            return flashinfer.mm_bf16(x, lw.w.t(), backend="auto")
+        x8 = x.to(torch.float8_e4m3fn)
+        if self.impl == "torch":
+            return torch._scaled_mm(x8, lw.w_fp8_t, scale_a=self.scale, scale_b=self.scale, out_dtype=torch.bfloat16)
+        import flashinfer
+
+        out = flashinfer.bmm_fp8(x8.unsqueeze(0), lw.w_fp8_t.unsqueeze(0), self.scale, self.scale,
+                                 torch.bfloat16, backend="auto")
+        return out.squeeze(0)
+
+    def rmsnorm(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype) * self.norm
+
+    def attention(self, qkv: torch.Tensor, phase: str) -> torch.Tensor:
+        m = self.model
+        tokens, hd, kvh = qkv.shape[0], m.head_dim, m.num_key_value_heads
+        q_size, kv_size = m.num_attention_heads * hd, kvh * hd
+        q, k, v = qkv.split((q_size, kv_size, kv_size), dim=-1)
+        if phase == "decode":
+            group = m.num_attention_heads // kvh
+            kc, vc = self.k_cache[:tokens], self.v_cache[:tokens]
+            kc[:, :, -1] = k.view(tokens, kvh, hd)
+            vc[:, :, -1] = v.view(tokens, kvh, hd)
+            out = F.scaled_dot_product_attention(q.view(tokens, kvh, group, hd), kc, vc)
+            return out.reshape(tokens, q_size)
+        q = q.view(1, tokens, m.num_attention_heads, hd).transpose(1, 2)
+        k = k.view(1, tokens, kvh, hd).transpose(1, 2)
+        v = v.view(1, tokens, kvh, hd).transpose(1, 2)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return out.transpose(1, 2).reshape(tokens, q_size)
+
+    def forward(self, x: torch.Tensor, phase: str) -> torch.Tensor:
+        for layer in self.layers:
+            h = self.linear(self.rmsnorm(x), layer["qkv"])
+            x = x + self.linear(self.attention(h, phase), layer["o"])
+            if "gate_up" in layer:
+                gate, up = self.linear(self.rmsnorm(x), layer["gate_up"]).chunk(2, dim=-1)
+                x = x + self.linear(F.silu(gate) * up, layer["down"])
+        return x
+
+    # -- timing -------------------------------------------------------------------------------
+    def time_step(self, phase: str, tokens: int, *, repetitions: int, replays: int) -> list[float]:
+        """Milliseconds per step, one value per repetition (median of ``replays`` graph replays)."""
+        x = torch.randn(tokens, self.model.hidden_size, device="cuda", dtype=torch.bfloat16)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # eager warm-up: cuDNN builds its plans here, never inside capture
+                self.forward(x, phase)
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.forward(x, phase)
+        graph.replay()
+        torch.cuda.synchronize()
+        results = []
+        for _ in range(repetitions):
+            times = []
+            for _ in range(replays):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                graph.replay()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+            results.append(statistics.median(times))
+        del graph
+        return results
+
+
+STATE_ORDER = ("untuned", "tuned", "cache", "torch")
+
+
+def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "torch"), layers: int = 4,
+             kv_len: int = 512, decode_sizes=DECODE_SIZES, prefill_sizes=PREFILL_SIZES, repetitions: int = 3,
+             replays: int = 10, cache_files=(), deadline_s: float | None = None) -> list[dict]:
+    """Time the stack in each state; return canonical bench rows (engine="profkit-step").
+
+    ``tuned`` runs a tuning pass first (one forward at the largest size inside
+    ``profkit.capture(tune=True, cache=out/"cache.json")``; the capture is saved to
+    ``out/capture``); ``cache`` loads ``cache_files`` into FlashInfer first. States run in the
+    order untuned, tuned, cache, torch, because an untuned state cannot follow tuning in a process.
+    """
+    import time
+    from pathlib import Path
+
+    import profkit
+    from profkit.models import load_model
+    from profkit.sources.env import collect_env, new_run_id
+
+    states = sorted(states, key=STATE_ORDER.index)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    model = load_model(model_name)
+    stack = DecoderStack(model, dtype, layers=layers, kv_len=kv_len, max_batch=max(decode_sizes))
+    env = collect_env(new_run_id())
+    base = {"engine": "profkit-step", "format": "profkit-step", "source": str(out), "model": model_name,
+            "dtype": dtype, "layers": layers, "kv_len": kv_len, "attention": ATTENTION,
+            **{k: env.get(k) for k in ("run_id", "gpu", "driver", "cuda", "torch", "flashinfer", "cudnn",
+                                       "cublas", "host", "command")}}
+    rows, tuning_s = [], None
+    for state in states:
+        stack.impl = "torch" if state == "torch" else "flashinfer"
+        if state == "tuned":
+            tuning_s = _tuning_pass(profkit, stack, max(max(decode_sizes), max(prefill_sizes)), out)
+        if state == "cache":
+            _load_cache_files(cache_files)
+        for phase, sizes in (("decode", decode_sizes), ("prefill", prefill_sizes)):
+            for tokens in sizes:
+                row = {**base, "state": state, "label": state, "phase": phase, "tokens": tokens,
+                       "batch_size": tokens if phase == "decode" else 1, "tuning_s": tuning_s}
+                if deadline_s is not None and time.monotonic() - started > deadline_s:
+                    rows.append({**row, "repetition": 0, "step_ms": float("nan"), "error": "not run: deadline"})
+                    continue
+                try:
+                    times = stack.time_step(phase, tokens, repetitions=repetitions, replays=replays)
+                except Exception as exc:  # noqa: BLE001 - keep the other sizes; the error is a result
+                    rows.append({**row, "repetition": 0, "step_ms": float("nan"), "error": f"{type(exc).__name__}: {exc}"[:500]})
+                    torch.cuda.synchronize()
+                    continue
+                for rep, ms in enumerate(times):
+                    per_s = tokens / (ms / 1e3)
+                    rows.append({**row, "repetition": rep, "step_ms": ms, "error": "",
+                                 "output_tok_s" if phase == "decode" else "input_tok_s": per_s})
+                print(f"[step] {model_name} {dtype} {state:7} {phase:7} {tokens:5}: "
+                      f"{statistics.median(times):8.3f} ms", flush=True)
+    return rows
+
+
+def _tuning_pass(profkit, stack: DecoderStack, tokens: int, out) -> float:
+    """One forward at ``tokens`` inside profkit.capture(tune=True): tunes every bucket up to it."""
+    import time
+
+    x = torch.randn(tokens, stack.model.hidden_size, device="cuda", dtype=torch.bfloat16)
+    with profkit.capture(tune=True, cache=str(out / "cache.json")) as cap:
+        t0 = time.perf_counter()
+        stack.forward(x, "decode")
+        torch.cuda.synchronize()
+        tuning_s = time.perf_counter() - t0
+    cap.save(out / "capture")
+    return tuning_s
+
+
+def _load_cache_files(paths) -> None:
+    from flashinfer.autotuner import AutoTuner
+
+    if not paths:
+        raise ValueError("state 'cache' needs cache files (--cache)")
+    for path in paths:
+        if not AutoTuner.get().load_configs(str(path)):
+            raise RuntimeError(f"FlashInfer refused cache file {path} (environment mismatch)")

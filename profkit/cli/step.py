@@ -1,0 +1,55 @@
+"""``profkit step``: time a real model's decoder step with and without FlashInfer's tuned configs."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+NAME = "step"
+HELP = "time a model's decode/prefill step untuned, tuned, from a cache file, and with torch linears (GPU)"
+EXAMPLES = """examples:
+  profkit step --model llama3-8b --dtype bf16 --states untuned,tuned,torch --out runs/llama-bf16
+  profkit step --model llama3-8b --dtype bf16 --states cache --cache runs/llama-bf16/cache.json --out runs/llama-bf16-cache
+"""
+
+
+def add_arguments(p) -> None:
+    from profkit import models
+    from profkit.bench.step import DECODE_SIZES, PREFILL_SIZES
+
+    sizes = lambda s: tuple(int(x) for x in s.split(",") if x)  # noqa: E731
+    p.add_argument("--model", required=True, choices=models.available())
+    p.add_argument("--dtype", required=True, choices=("bf16", "fp8"))
+    p.add_argument("--states", default="untuned,tuned,torch", help="comma-separated: untuned,tuned,cache,torch")
+    p.add_argument("--layers", type=int, default=4, help="decoder layers to build (a subset of the model's)")
+    p.add_argument("--kv-len", type=int, default=512, help="KV cache length per sequence in decode")
+    p.add_argument("--decode", type=sizes, default=DECODE_SIZES, help="decode batch sizes")
+    p.add_argument("--prefill", type=sizes, default=PREFILL_SIZES, help="prefill chunk token counts")
+    p.add_argument("--repetitions", type=int, default=3)
+    p.add_argument("--replays", type=int, default=10)
+    p.add_argument("--cache", action="append", default=[], help="FlashInfer cache JSON for state 'cache'")
+    p.add_argument("--deadline-s", type=float, default=None, help="stop timing new sizes after this many seconds")
+    p.add_argument("--out", required=True, help="directory for step.jsonl (and capture/, cache.json when tuning)")
+
+
+def run(args) -> int:
+    import torch
+
+    if not torch.cuda.is_available():
+        print("profkit step: a CUDA GPU is needed (torch.cuda.is_available() is False on this machine)",
+              file=sys.stderr)
+        return 2
+    from profkit.bench.step import run_step
+
+    rows = run_step(args.model, args.dtype, out=args.out, states=args.states.split(","), layers=args.layers,
+                    kv_len=args.kv_len, decode_sizes=args.decode, prefill_sizes=args.prefill,
+                    repetitions=args.repetitions, replays=args.replays, cache_files=args.cache,
+                    deadline_s=args.deadline_s)
+    path = Path(args.out) / "step.jsonl"
+    with path.open("w") as f:
+        for row in rows:
+            f.write(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}) + "\n")
+    print(f"profkit step: {len(rows)} rows -> {path}")
+    return 0
