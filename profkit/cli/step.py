@@ -53,3 +53,11 @@ def run(args) -> int:
             f.write(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}) + "\n")
     print(f"profkit step: {len(rows)} rows -> {path}")
     return 0
+
+
+if __name__ == "__main__":  # python -m profkit.cli.step: the device scripts run it alone
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="profkit step", description=HELP, epilog=EXAMPLES)
+    add_arguments(parser)
+    raise SystemExit(run(parser.parse_args()))

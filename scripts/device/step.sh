@@ -7,21 +7,18 @@
 #             then `cache` in a fresh process loading the cache JSON that pass wrote.
 set -u
 model=$1 mode=$2 out=$3
-step() { python3 -c 'import argparse, sys
-from profkit.cli import step
-p = argparse.ArgumentParser(prog="profkit step"); step.add_arguments(p); sys.exit(step.run(p.parse_args()))' "$@"; }
 for dtype in bf16 fp8; do
   op=$([ "$dtype" = bf16 ] && echo bf16_gemm || echo fp8_gemm)
   dir=$out/$model-$dtype
   if [ "$mode" = reuse ]; then
-    timeout 200 step --model "$model" --dtype "$dtype" --states untuned,torch --deadline-s 150 --out "$dir"
+    timeout 200 python3 -m profkit.cli.step --model "$model" --dtype "$dtype" --states untuned,torch --deadline-s 150 --out "$dir"
     caches=$(for f in data/h200/$op/$op-$model-*/cache.json; do printf -- '--cache %s ' "$f"; done)
   else
-    timeout 330 step --model "$model" --dtype "$dtype" --states untuned,tuned,torch --deadline-s 280 --out "$dir"
+    timeout 330 python3 -m profkit.cli.step --model "$model" --dtype "$dtype" --states untuned,tuned,torch --deadline-s 280 --out "$dir"
     caches="--cache $dir/cache.json"
   fi
   echo "$model $dtype first process rc=$?"
   # shellcheck disable=SC2086
-  timeout 120 step --model "$model" --dtype "$dtype" --states cache $caches --deadline-s 90 --out "$dir-cache"
+  timeout 120 python3 -m profkit.cli.step --model "$model" --dtype "$dtype" --states cache $caches --deadline-s 90 --out "$dir-cache"
   echo "$model $dtype cache process rc=$?"
 done
