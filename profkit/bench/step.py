@@ -170,10 +170,15 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     model = load_model(model_name)
+    flags = []
+    if dtype == "bf16":
+        from profkit.bench.gemm import enable_bf16_auto_on_sm90
+
+        flags.append(enable_bf16_auto_on_sm90())  # mm_bf16(backend="auto") raises on SM90 without it
     stack = DecoderStack(model, dtype, layers=layers, kv_len=kv_len, max_batch=max(decode_sizes))
     env = collect_env(new_run_id())
     base = {"engine": "profkit-step", "format": "profkit-step", "source": str(out), "model": model_name,
-            "dtype": dtype, "layers": layers, "kv_len": kv_len, "attention": ATTENTION,
+            "dtype": dtype, "flags": ",".join(flags), "layers": layers, "kv_len": kv_len, "attention": ATTENTION,
             **{k: env.get(k) for k in ("run_id", "gpu", "driver", "cuda", "torch", "flashinfer", "cudnn",
                                        "cublas", "host", "command")}}
     rows, tuning_s = [], None
