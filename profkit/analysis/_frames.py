@@ -1,0 +1,150 @@
+"""Small helpers shared by the analysis functions: argument checks, row filters, shape labels."""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from profkit.errors import ProfkitError, SchemaError
+
+# One tuning decision: what FlashInfer argmins over.
+DECISION = ["run_id", "rank", "call", "op", "profile"]
+# Default relative threshold (percent) when no repeated runs give a noise estimate. On the H200,
+# up to 5 fp8 candidates sit within 2% of the winner (autotuner_errata.md, capture item 9).
+DEFAULT_NOISE_PCT = 2.0
+
+
+def require(frame: pd.DataFrame, columns: Iterable[str], table: str) -> None:
+    """Raise SchemaError naming the columns of ``table`` that ``frame`` lacks."""
+    if not isinstance(frame, pd.DataFrame):
+        raise ProfkitError(f"expected a {table} DataFrame, got {type(frame).__name__}")
+    missing = tuple(c for c in columns if c not in frame.columns)
+    if missing:
+        raise SchemaError(f"missing columns {', '.join(missing)}", table=table, columns=missing)
+
+
+def empty(columns: dict[str, str]) -> pd.DataFrame:
+    """An empty frame with ``columns`` ({name: dtype})."""
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})
+
+
+def conform(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    """``frame`` with exactly ``columns``, in order and dtype (missing ones become NA)."""
+    out = {}
+    for name, dtype in columns.items():
+        series = frame[name] if name in frame.columns else pd.Series([None] * len(frame), index=frame.index)
+        if str(series.dtype) != dtype:
+            if dtype == "string":
+                series = series.astype("object").where(series.notna(), None).astype("string")
+            elif dtype == "boolean":
+                series = series.astype("boolean")
+            else:
+                series = series.astype(dtype)
+        out[name] = series
+    return pd.DataFrame(out).reset_index(drop=True)
+
+
+def flashinfer_rows(candidates: pd.DataFrame) -> pd.DataFrame:
+    """FlashInfer's own candidates (source 'flashinfer' or unknown), not profkit's default timing."""
+    if "source" not in candidates.columns:
+        return candidates
+    source = candidates["source"].astype("string")
+    return candidates[(source != "default").fillna(True).to_numpy(dtype=bool)]
+
+
+def default_rows(candidates: pd.DataFrame) -> pd.DataFrame:
+    """profkit's timing of runners[0] with tactic -1 (source 'default')."""
+    if "source" not in candidates.columns:
+        return candidates.iloc[:0]
+    return candidates[(candidates["source"].astype("string") == "default").fillna(False).to_numpy(dtype=bool)]
+
+
+def group_ids(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
+    """One integer per distinct ``keys`` tuple (missing values are a value of their own)."""
+    if frame.empty:
+        return np.zeros(0, dtype=np.int64)
+    codes = [pd.factorize(frame[k], use_na_sentinel=False)[0] for k in keys]
+    combined = codes[0].astype(np.int64)
+    for c in codes[1:]:
+        combined = combined * (int(c.max()) + 1) + c
+    return pd.factorize(combined)[0]
+
+
+# -- shapes ------------------------------------------------------------------------------------
+_SHAPE_CACHE: dict[str, str | None] = {}
+
+
+def gemm_shape(profile) -> str | None:
+    """'N=<n> K=<k>' for a GEMM profile text ``((.., M, K), (.., K, N), ...)``; None otherwise."""
+    if profile is None or (isinstance(profile, float) and math.isnan(profile)) or profile is pd.NA:
+        return None
+    text = str(profile)
+    if text in _SHAPE_CACHE:
+        return _SHAPE_CACHE[text]
+    label = None
+    try:
+        parsed = ast.literal_eval(text)
+        a, b = parsed[0], parsed[1]
+        if len(a) >= 2 and len(b) >= 2 and a[-1] == b[-2]:
+            label = f"N={int(b[-1])} K={int(a[-1])}"
+    except (ValueError, SyntaxError, TypeError, IndexError, MemoryError):
+        label = None
+    _SHAPE_CACHE[text] = label
+    return label
+
+
+_NUMBER = re.compile(r"-?\d+")
+
+
+def shapes_of(frame: pd.DataFrame) -> pd.Series:
+    """Problem-shape label per row: 'N=.. K=..' for GEMMs, else the profile with varying dims as '*'.
+
+    Profiles of one (op, run, call) that differ only in the bucketed dimension share a label, so
+    rows of one layer line up across buckets and across runs.
+    """
+    if frame.empty:
+        return pd.Series([], dtype="string", index=frame.index)
+    profiles = frame["profile"].astype("string")
+    uniques = pd.unique(profiles.dropna())
+    labels = {p: gemm_shape(p) for p in uniques}
+    unlabelled = [p for p, v in labels.items() if v is None]
+    if unlabelled:
+        labels.update(_wildcard_labels(frame, profiles, set(unlabelled)))
+    return profiles.map(labels).astype("string")
+
+
+def _wildcard_labels(frame: pd.DataFrame, profiles: pd.Series, wanted: set) -> dict:
+    keys = [k for k in ("op", "run_id", "call") if k in frame.columns]
+    sub = frame.assign(_profile=profiles)[keys + ["_profile"]].drop_duplicates()
+    sub = sub[sub["_profile"].isin(wanted)]
+    out = {}
+    for _, group in sub.groupby(keys, dropna=False, sort=False):
+        texts = list(group["_profile"])
+        numbers = [_NUMBER.findall(t) for t in texts]
+        same_layout = len({len(n) for n in numbers}) == 1 and len({_NUMBER.sub("#", t) for t in texts}) == 1
+        for text, nums in zip(texts, numbers):
+            if not same_layout or len(texts) == 1:
+                out[text] = text
+                continue
+            varying = {i for i in range(len(nums)) if len({n[i] for n in numbers}) > 1}
+            parts = iter(range(len(nums)))
+            out[text] = _NUMBER.sub(lambda m: "*" if next(parts) in varying else m.group(0), text)
+    return out
+
+
+def fmt_tactic(runner: str | None, tactic: str | None) -> str:
+    """'Runner:tactic' with the common suffix 'GemmRunner' kept (names are FlashInfer's own)."""
+    return f"{runner}:{tactic}"
+
+
+def noise_band(gap_pct, noise_pct) -> np.ndarray:
+    """True where a relative gap (percent) lies within the noise band (percent)."""
+    gap = np.asarray(gap_pct, dtype=float)
+    band = np.asarray(noise_pct, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return np.abs(gap) <= band

@@ -1,0 +1,253 @@
+"""Compare decisions: winner flips across repeated runs, diffs of two captures or caches, ranks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from profkit.analysis._frames import DEFAULT_NOISE_PCT, conform, empty, flashinfer_rows, require, shapes_of
+from profkit.analysis.decisions import winners as _winners
+from profkit.errors import ProfkitError
+
+STABILITY_COLUMNS = {
+    "op": "string", "shape": "string", "profile": "string", "bucket": "Int64", "n_runs": "Int64",
+    "n_distinct": "Int64", "modal_runner": "string", "modal_tactic": "string", "modal_share": "float64",
+    "flip_rate": "float64", "winners": "string", "spread_pct": "float64", "regret_pct": "float64",
+    "regret_us": "float64", "noise_pct": "float64", "within_noise": "boolean",
+}
+
+DIFF_COLUMNS = {
+    "op": "string", "shape": "string", "profile": "string", "bucket": "Int64", "runner_a": "string",
+    "tactic_a": "string", "runner_b": "string", "tactic_b": "string", "change": "string", "changed": "boolean",
+    "time_a_ms": "float64", "time_b_ms": "float64", "cost_us": "float64", "cost_pct": "float64",
+    "priced_on": "string",
+}
+
+RANK_COLUMNS = {
+    "op": "string", "shape": "string", "profile": "string", "bucket": "Int64", "ranks": "string",
+    "n_ranks": "Int64", "n_distinct": "Int64", "agree": "boolean", "winners": "string",
+    "regret_pct": "float64", "regret_us": "float64", "noise_pct": "float64", "within_noise": "boolean",
+}
+
+_KEY = ["op", "shape", "profile", "bucket"]
+
+
+def _as_winners(frame: pd.DataFrame, table: str) -> pd.DataFrame:
+    require(frame, ("op", "profile", "runner", "tactic"), table)
+    w = frame.copy()
+    if "shape" not in w.columns:
+        w["shape"] = shapes_of(w).to_numpy()
+    for col, value in (("bucket", pd.NA), ("time_ms", np.nan), ("run_id", pd.NA), ("noise_pct", np.nan)):
+        if col not in w.columns:
+            w[col] = value
+    w["bucket"] = w["bucket"].astype("Int64")
+    return w
+
+
+def _price_table(candidates: pd.DataFrame | None) -> pd.Series | None:
+    """Fastest finite time per (run_id, op, profile, runner, tactic) among FlashInfer candidates."""
+    if candidates is None:
+        return None
+    require(candidates, ("run_id", "op", "profile", "runner", "tactic", "time_ms"), "candidates")
+    c = flashinfer_rows(candidates)
+    c = c[np.isfinite(c["time_ms"].to_numpy(dtype=float))]
+    keys = ["run_id", "op", "profile", "runner", "tactic"]
+    return c.groupby(keys, observed=True)["time_ms"].min()
+
+
+def _regret(rows: pd.DataFrame, prices: pd.Series | None) -> tuple[float, float]:
+    """Worst loss (percent, us) of running another row's winner in a row's own run; NaN if unpriced."""
+    if prices is None or len(rows) < 2:
+        return (np.nan, np.nan) if prices is None else (0.0, 0.0)
+    picks = rows[["runner", "tactic"]].drop_duplicates().itertuples(index=False)
+    picks = list(picks)
+    worst_pct, worst_us = 0.0, 0.0
+    for row in rows.itertuples(index=False):
+        best = row.time_ms
+        for runner, tactic in picks:
+            t = prices.get((row.run_id, row.op, row.profile, runner, tactic), np.nan)
+            if np.isfinite(t) and np.isfinite(best) and best > 0:
+                worst_pct = max(worst_pct, 100.0 * (t / best - 1.0))
+                worst_us = max(worst_us, 1000.0 * (t - best))
+    return worst_pct, worst_us
+
+
+def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Measure how often the winner of a bucket changes across repeated runs.
+
+    ``flip_rate`` is the share of run pairs whose winners differ (0 = every run chose the same
+    (runner, tactic); 1 = all differ). With ``candidates``, ``regret_pct`` prices the flip: the
+    worst slowdown of running another run's winner instead of a run's own, measured within that
+    run, and ``within_noise`` says whether it lies inside the noise band.
+
+    Args:
+        winners: decisions of several runs: the output of :func:`profkit.analysis.winners` or a
+            winners table (e.g. ``profkit.concat`` of repeated captures).
+        candidates: the runs' candidates, to price flips; without them ``regret_*`` is NaN.
+
+    Returns:
+        One row per (op, shape, profile, bucket), sorted by op, shape, bucket: ``n_runs``,
+        ``n_distinct`` (distinct winners), ``modal_runner`` and ``modal_tactic`` (most frequent
+        winner; the first in run order on ties), ``modal_share``, ``flip_rate``, ``winners``
+        ("runner:tactic xN; ..." by count), ``spread_pct`` (winner times' max / min - 1, percent),
+        ``regret_pct``, ``regret_us``, ``noise_pct`` (widest band of the runs),
+        ``within_noise``.
+    """
+    w = _as_winners(winners, "winners")
+    if w.empty:
+        return empty(STABILITY_COLUMNS)
+    prices = _price_table(candidates)
+    w = w.sort_values(["run_id"], kind="stable")
+    rows = []
+    for key, group in w.groupby(_KEY, dropna=False, observed=True, sort=False):
+        labels = list(zip(group["runner"].astype(str), group["tactic"].astype(str)))
+        counts: dict = {}
+        for label in labels:
+            counts[label] = counts.get(label, 0) + 1
+        modal = max(counts, key=lambda k: (counts[k], -labels.index(k)))
+        n = len(labels)
+        agree_pairs = sum(c * (c - 1) for c in counts.values())
+        times = group["time_ms"].to_numpy(dtype=float)
+        finite = times[np.isfinite(times)]
+        regret_pct, regret_us = _regret(group, prices)
+        band = group["noise_pct"].to_numpy(dtype=float)
+        noise_pct = float(np.nanmax(band)) if np.isfinite(band).any() else DEFAULT_NOISE_PCT
+        rows.append({
+            **dict(zip(_KEY, key)), "n_runs": n, "n_distinct": len(counts), "modal_runner": modal[0],
+            "modal_tactic": modal[1], "modal_share": counts[modal] / n,
+            "flip_rate": 1.0 - agree_pairs / (n * (n - 1)) if n >= 2 else np.nan,
+            "winners": "; ".join(f"{r}:{t} x{c}" for (r, t), c in sorted(counts.items(), key=lambda kv: -kv[1])),
+            "spread_pct": 100.0 * (finite.max() / finite.min() - 1.0) if len(finite) >= 2 else np.nan,
+            "regret_pct": regret_pct, "regret_us": regret_us, "noise_pct": noise_pct,
+            "within_noise": bool(regret_pct <= noise_pct) if np.isfinite(regret_pct) else pd.NA,
+        })
+    out = conform(pd.DataFrame(rows), STABILITY_COLUMNS)
+    return out.sort_values(["op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
+
+
+def diff_winners(a: pd.DataFrame, b: pd.DataFrame, *, candidates: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Diff two sets of decisions (captures, cache files, two GPUs or versions) bucket by bucket.
+
+    Args:
+        a: the reference decisions: output of :func:`profkit.analysis.winners`, a winners table,
+            or ``profkit.read_cache(...).winners``; one row per (op, profile).
+        b: the decisions to compare with ``a``, same forms.
+        candidates: candidates to price both choices on the same measurements (e.g. ``a``'s
+            capture). Without them the cost uses each side's own ``time_ms``, measured in
+            different runs, and is NaN where a side has no times (cache files).
+
+    Returns:
+        One row per (op, profile) present in either side, sorted by op, shape, bucket:
+        ``runner_a``, ``tactic_a``, ``runner_b``, ``tactic_b``, ``change`` ("same", "tactic" (same
+        runner), "runner", "only_a", "only_b"), ``changed``, ``time_a_ms``, ``time_b_ms``,
+        ``cost_us`` and ``cost_pct`` (b's choice minus a's, microseconds and percent of a's:
+        positive means b's choice is slower) and ``priced_on`` ("candidates", "own runs" or
+        empty).
+
+    Raises:
+        ProfkitError: when a side holds several decisions for one (op, profile), e.g. several
+            runs stacked: filter by ``run_id`` first.
+    """
+    sides = []
+    for name, frame in (("a", a), ("b", b)):
+        w = _as_winners(frame, "winners")
+        dup = w.duplicated(["op", "profile"], keep=False)
+        if dup.any():
+            first = w[dup].iloc[0]
+            runs = w.loc[dup, "run_id"].astype("string").dropna().unique()
+            raise ProfkitError(
+                f"{name} holds {int(dup.sum())} decisions for {int(w[dup].groupby(['op', 'profile']).ngroups)} "
+                f"(op, profile) keys, e.g. {first['op']} {first['profile']}"
+                + (f" from runs {', '.join(runs[:3])}" if len(runs) else "")
+                + "; pass one run (filter by run_id) per side")
+        sides.append(w[["op", "shape", "profile", "bucket", "runner", "tactic", "time_ms", "run_id"]])
+    joined = sides[0].merge(sides[1], on=["op", "profile"], how="outer", suffixes=("_a", "_b"), indicator=True)
+    if joined.empty:
+        return empty(DIFF_COLUMNS)
+    joined["shape"] = joined["shape_a"].fillna(joined["shape_b"])
+    joined["bucket"] = joined["bucket_a"].fillna(joined["bucket_b"])
+    both = joined["_merge"] == "both"
+    same_runner = (joined["runner_a"] == joined["runner_b"]).fillna(False).astype(bool)
+    same_tactic = (joined["tactic_a"] == joined["tactic_b"]).fillna(False).astype(bool)
+    joined["change"] = np.select(
+        [joined["_merge"] == "left_only", joined["_merge"] == "right_only", same_runner & same_tactic, same_runner],
+        ["only_a", "only_b", "same", "tactic"], default="runner")
+    joined["changed"] = joined["change"] != "same"
+    prices = _price_table(candidates)
+    cost_a = np.full(len(joined), np.nan)
+    cost_b = np.full(len(joined), np.nan)
+    priced = np.full(len(joined), "", dtype=object)
+    if prices is not None:
+        per_pick = prices.groupby(level=["op", "profile", "runner", "tactic"]).mean()
+        for i, row in enumerate(joined.itertuples(index=False)):
+            if not both.iloc[i]:
+                continue
+            ta = per_pick.get((row.op, row.profile, row.runner_a, row.tactic_a), np.nan)
+            tb = per_pick.get((row.op, row.profile, row.runner_b, row.tactic_b), np.nan)
+            if np.isfinite(ta) and np.isfinite(tb):
+                cost_a[i], cost_b[i], priced[i] = ta, tb, "candidates"
+    own_a = joined["time_ms_a"].to_numpy(dtype=float)
+    own_b = joined["time_ms_b"].to_numpy(dtype=float)
+    use_own = (priced == "") & both.to_numpy() & np.isfinite(own_a) & np.isfinite(own_b)
+    cost_a = np.where(use_own, own_a, cost_a)
+    cost_b = np.where(use_own, own_b, cost_b)
+    priced = np.where(use_own, "own runs", priced)
+    joined["time_a_ms"] = own_a
+    joined["time_b_ms"] = own_b
+    joined["cost_us"] = 1000.0 * (cost_b - cost_a)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        joined["cost_pct"] = 100.0 * (cost_b / cost_a - 1.0)
+    joined["priced_on"] = priced
+    out = conform(joined, DIFF_COLUMNS)
+    return out.sort_values(["op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
+
+
+def rank_divergence(candidates: pd.DataFrame, *, noise: pd.DataFrame | None = None,
+                    rel_threshold: float = DEFAULT_NOISE_PCT / 100) -> pd.DataFrame:
+    """Find buckets where tensor-parallel ranks chose different winners, and price the difference.
+
+    Each rank's winner is computed from its own candidates (independent per-rank tuning; with
+    ``set_autotune_process_group`` every rank records the cross-rank mean and cannot diverge).
+    ``regret_pct`` is the worst slowdown, on some rank, of running another rank's winner instead
+    of its own, measured on that rank; ``within_noise`` compares it with the noise band.
+
+    Args:
+        candidates: candidates of several ranks (the ``rank`` column set); rows without a rank
+            are ignored.
+        noise: noise estimate from :func:`profkit.analysis.noise`; estimated from
+            ``candidates`` (ranks count as repeats) when omitted.
+        rel_threshold: relative band where no repeats exist (0.02 = 2%).
+
+    Returns:
+        One row per (op, shape, profile, bucket) timed by two or more ranks, sorted by op,
+        shape, bucket: ``ranks`` ("0,1,2"), ``n_ranks``, ``n_distinct`` (distinct winners),
+        ``agree``, ``winners`` ("rank: runner:tactic" joined by " | "), ``regret_pct``,
+        ``regret_us``, ``noise_pct``, ``within_noise``. Empty when fewer than two ranks appear.
+    """
+    require(candidates, ("run_id", "rank", "op", "profile", "runner", "tactic", "time_ms"), "candidates")
+    ranked = candidates[candidates["rank"].notna().to_numpy(dtype=bool)]
+    if ranked.empty or ranked["rank"].nunique() < 2:
+        return empty(RANK_COLUMNS)
+    w = _winners(ranked, noise=noise, rel_threshold=rel_threshold)
+    prices = _price_table(ranked)
+    rows = []
+    for key, group in w.groupby(_KEY, dropna=False, observed=True, sort=False):
+        ranks = sorted(int(r) for r in group["rank"].dropna().unique())
+        if len(ranks) < 2:
+            continue
+        group = group.sort_values(["rank", "run_id"], kind="stable")
+        picks = {(r, t) for r, t in zip(group["runner"].astype(str), group["tactic"].astype(str))}
+        regret_pct, regret_us = _regret(group, prices)
+        noise_pct = float(group["noise_pct"].max())
+        rows.append({
+            **dict(zip(_KEY, key)), "ranks": ",".join(map(str, ranks)), "n_ranks": len(ranks),
+            "n_distinct": len(picks), "agree": len(picks) == 1,
+            "winners": " | ".join(f"{int(r)}: {ru}:{t}" for r, ru, t in
+                                  zip(group["rank"], group["runner"], group["tactic"])),
+            "regret_pct": regret_pct, "regret_us": regret_us, "noise_pct": noise_pct,
+            "within_noise": bool(regret_pct <= noise_pct),
+        })
+    if not rows:
+        return empty(RANK_COLUMNS)
+    out = conform(pd.DataFrame(rows), RANK_COLUMNS)
+    return out.sort_values(["op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
