@@ -1,0 +1,146 @@
+"""What tuning buys a model's step: predicted from a capture, measured by ``profkit step``.
+
+Prediction: a decoder step calls each linear once per layer with M = the step's tokens.
+FlashInfer rounds M up to the next tuned bucket and runs that bucket's winner; untuned it runs
+runners[0] with tactic -1. So the predicted change per linear is the winner's time minus the
+default's time at that bucket (both measured by FlashInfer's timer in the capture), summed over
+linears and layers. Two cases run the default even when tuned, and predict no change: M above
+the largest tuned bucket (FlashInfer's GEMMs map it to an untuned bucket), and cuBLASLt bf16
+winners at an M other than the bucket's (their cache key holds M, gemm_base.py:2001).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from profkit.analysis._frames import conform, gemm_shape, require
+from profkit.analysis.engine import assign_bucket
+
+# Runners whose cache-key extras include M: a tuned config is found only at exactly the bucket.
+EXACT_M_RUNNERS = ("CublasltBf16GemmRunner",)
+
+LINEAR_COLUMNS = {
+    "op": "string", "shape": "string", "tokens": "Int64", "bucket": "Int64", "applies": "boolean",
+    "note": "string", "runner": "string", "tactic": "string", "time_ms": "float64",
+    "default_ms": "float64", "delta_ms": "float64",
+}
+PREDICTED_COLUMNS = {"op": "string", "tokens": "Int64", "layers": "Int64", "predicted_delta_ms": "float64",
+                     "n_linears": "Int64", "n_missing_default": "Int64"}
+MEASURED_COLUMNS = {
+    "model": "string", "dtype": "string", "phase": "string", "tokens": "Int64", "state": "string",
+    "step_ms": "float64", "baseline_ms": "float64", "delta_ms": "float64", "delta_pct": "float64",
+    "noise_ms": "float64", "beyond_noise": "boolean", "slower": "boolean",
+}
+BREAK_EVEN_COLUMNS = {
+    "model": "string", "dtype": "string", "phase": "string", "tokens": "Int64", "state": "string",
+    "saved_ms": "float64", "tuning_s": "float64", "steps_to_break_even": "float64",
+    "serving_s_to_break_even": "float64",
+}
+
+
+def linear_deltas(winners: pd.DataFrame, *, shapes, tokens) -> pd.DataFrame:
+    """Per linear and step size: the tuned winner vs the default at the bucket FlashInfer uses.
+
+    Args:
+        winners: winners of the tuning pass (profkit winners table, with default_time_ms).
+        shapes: the step's linears as (n, k) pairs (e.g. from ``profkit.models.linear_layers``).
+        tokens: step sizes (M) to predict for.
+
+    Returns:
+        One row per (op, shape, tokens): op, shape ('N=.. K=..'), tokens, bucket, applies (False
+        when the default runs although tuned), note, runner, tactic, time_ms, default_ms and
+        delta_ms (time_ms - default_ms; 0 when not applied; NaN when the default was not timed).
+        Sorted by op, shape, tokens.
+    """
+    require(winners, ("op", "profile", "bucket", "runner", "tactic", "time_ms", "default_time_ms"), "winners")
+    w = winners[winners["source"].astype("string") == "profiled"] if "source" in winners else winners
+    w = w.assign(shape=w["profile"].map(gemm_shape))
+    rows = []
+    for (op, shape), group in w.groupby(["op", "shape"], sort=True):
+        if shape not in {f"N={n} K={k}" for n, k in shapes}:
+            continue
+        by_bucket = group.drop_duplicates("bucket").set_index("bucket")
+        top = int(by_bucket.index.max())
+        for m, bucket in zip(tokens, assign_bucket(tokens, by_bucket.index)):
+            win = by_bucket.loc[int(bucket)]
+            note = ""
+            if m > top:
+                note = f"M above the largest tuned bucket {top}: untuned"
+            elif win["runner"] in EXACT_M_RUNNERS and m != bucket:
+                note = f"{win['runner']} winners are keyed by M; M={m} != bucket {bucket}: default runs"
+            applies = not note
+            delta = (win["time_ms"] - win["default_time_ms"]) if applies else 0.0
+            rows.append({"op": op, "shape": shape, "tokens": m, "bucket": int(bucket) if m <= top else None,
+                         "applies": applies, "note": note, "runner": win["runner"], "tactic": win["tactic"],
+                         "time_ms": win["time_ms"], "default_ms": win["default_time_ms"], "delta_ms": delta})
+    return conform(pd.DataFrame(rows), LINEAR_COLUMNS) if rows else conform(pd.DataFrame(), LINEAR_COLUMNS)
+
+
+def predict_step_change(winners: pd.DataFrame, *, shapes, tokens, layers: int) -> pd.DataFrame:
+    """Predicted step-time change (ms) per step size: sum of :func:`linear_deltas` times layers.
+
+    Returns:
+        One row per (op, tokens): op, tokens, layers, predicted_delta_ms (negative = tuned is
+        faster), n_linears found in the capture, n_missing_default (linears whose default was not
+        timed: their delta is NaN and the prediction is NaN). Sorted by op, tokens.
+    """
+    per_linear = linear_deltas(winners, shapes=shapes, tokens=tokens)
+    if per_linear.empty:
+        return conform(pd.DataFrame(), PREDICTED_COLUMNS)
+    grouped = per_linear.groupby(["op", "tokens"], sort=True)
+    out = grouped.agg(predicted_delta_ms=("delta_ms", lambda s: s.sum(min_count=len(s))),
+                      n_linears=("shape", "size"), n_missing_default=("delta_ms", lambda s: int(s.isna().sum())))
+    out = out.reset_index()
+    out["predicted_delta_ms"] *= layers
+    out["layers"] = layers
+    return conform(out, PREDICTED_COLUMNS)
+
+
+def measured_step_change(bench: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFrame:
+    """Measured change of each state against ``baseline``, with the repetitions' noise band.
+
+    Args:
+        bench: ``profkit step`` rows (engine 'profkit-step': model, dtype, phase, tokens, state,
+            step_ms, one row per repetition).
+        baseline: the state compared against.
+
+    Returns:
+        One row per (model, dtype, phase, tokens, state != baseline): step_ms and baseline_ms
+        (medians over repetitions), delta_ms, delta_pct, noise_ms (the larger spread, max - min,
+        of the two states' repetitions), beyond_noise (|delta| > noise), slower (beyond noise and
+        positive). Sorted by model, dtype, phase, tokens, state.
+    """
+    require(bench, ("model", "dtype", "phase", "tokens", "state", "step_ms"), "bench")
+    keys = ["model", "dtype", "phase", "tokens"]
+    stats = bench.dropna(subset=["step_ms"]).groupby(keys + ["state"])["step_ms"].agg(
+        step_ms="median", spread=lambda s: s.max() - s.min()).reset_index()
+    base = stats[stats["state"] == baseline].rename(columns={"step_ms": "baseline_ms", "spread": "base_spread"})
+    other = stats[stats["state"] != baseline].merge(base.drop(columns="state"), on=keys)
+    other["delta_ms"] = other["step_ms"] - other["baseline_ms"]
+    other["delta_pct"] = 100 * other["delta_ms"] / other["baseline_ms"]
+    other["noise_ms"] = np.maximum(other["spread"], other["base_spread"])
+    other["beyond_noise"] = other["delta_ms"].abs() > other["noise_ms"]
+    other["slower"] = other["beyond_noise"] & (other["delta_ms"] > 0)
+    return conform(other.sort_values(keys + ["state"]), MEASURED_COLUMNS)
+
+
+def break_even(measured: pd.DataFrame, *, tuning_s: float) -> pd.DataFrame:
+    """Steps (and seconds of serving at that size) before ``tuning_s`` of tuning pays for itself.
+
+    Args:
+        measured: output of :func:`measured_step_change`.
+        tuning_s: wall seconds the tuning pass took (e.g. the capture's tuning call rows summed).
+
+    Returns:
+        One row per measured row: saved_ms (-delta_ms, only when beyond noise, else 0),
+        tuning_s, steps_to_break_even (inf when nothing is saved) and serving_s_to_break_even
+        (steps x the tuned step time). Same order as ``measured``.
+    """
+    require(measured, ("delta_ms", "beyond_noise", "step_ms"), "measured step change")
+    saved = np.where(measured["beyond_noise"].fillna(False).to_numpy(bool), -measured["delta_ms"], 0.0)
+    with np.errstate(divide="ignore"):
+        steps = np.where(saved > 0, tuning_s * 1e3 / np.where(saved > 0, saved, 1.0), np.inf)
+    out = measured.assign(saved_ms=saved, tuning_s=tuning_s, steps_to_break_even=steps,
+                          serving_s_to_break_even=steps * measured["step_ms"] / 1e3)
+    return conform(out, BREAK_EVEN_COLUMNS)

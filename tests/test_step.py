@@ -1,0 +1,105 @@
+"""profkit step: model shapes, the step prediction and break-even, and the CLI without a GPU."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from profkit import models, schema
+from profkit.analysis.step import break_even, linear_deltas, measured_step_change, predict_step_change
+from conftest import DATA
+
+
+def test_llama_shapes_and_parameter_count_match_the_public_config():
+    llama = models.load_model("llama3-8b")
+    assert [(l.name, l.n, l.k) for l in models.linear_layers(llama)] == [
+        ("qkv", 6144, 4096), ("o", 4096, 4096), ("gate_up", 28672, 4096), ("down", 4096, 14336)]
+    assert models.parameter_count(llama) == 8_030_261_248  # Llama-3.1-8B's published count
+
+
+def test_wider_models_shapes():
+    qwen = models.load_model("qwen2.5-32b")
+    assert [(l.n, l.k) for l in models.linear_layers(qwen)] == [(7168, 5120), (5120, 5120), (55296, 5120),
+                                                               (5120, 27648)]
+    assert round(models.parameter_count(qwen) / 1e9, 1) == 32.8  # 32.8B on its model page (biases aside)
+    oss = models.load_model("gpt-oss-120b")
+    assert [(l.name, l.n, l.k) for l in models.linear_layers(oss)] == [("qkv", 5120, 2880), ("o", 2880, 4096)]
+    with pytest.raises(Exception, match="mixture of experts"):
+        models.parameter_count(oss)
+    with pytest.raises(Exception, match="no model config 'llama9'"):
+        models.load_model("llama9")
+
+
+def winners(rows):
+    """Hand-made winners of a bf16 op for N=8, K=4 at buckets 1, 2, 4, 8 (only what the analysis reads)."""
+    return schema.frame("winners", [
+        {"op": "bf16_gemm", "profile": f"(({b}, 4), (4, 8), (0,))", "bucket": b, "runner": r, "tactic": "0",
+         "time_ms": t, "default_time_ms": d, "source": "profiled"} for b, r, t, d in rows])
+
+
+W = winners([(1, "CudnnBf16GemmRunner", 1.0, 1.5), (2, "CudnnBf16GemmRunner", 2.0, 1.5),  # 2: slower than default
+             (4, "CublasltBf16GemmRunner", 3.0, 4.0), (8, "CudnnBf16GemmRunner", 4.0, math.nan)])
+
+
+def test_linear_deltas_follow_flashinfers_bucket_lookup():
+    d = linear_deltas(W, shapes=[(8, 4)], tokens=[1, 2, 3, 4, 5, 9]).set_index("tokens")
+    assert d.loc[1, "delta_ms"] == -0.5 and d.loc[1, "applies"]
+    assert d.loc[2, "delta_ms"] == 0.5  # a winner slower than the default is predicted as a loss
+    assert d.loc[3, "bucket"] == 4 and not d.loc[3, "applies"] and d.loc[3, "delta_ms"] == 0  # cuBLASLt at M != 4
+    assert d.loc[4, "delta_ms"] == -1.0
+    assert d.loc[5, "bucket"] == 8 and math.isnan(d.loc[5, "delta_ms"])  # the default was not timed
+    assert not d.loc[9, "applies"] and "above the largest tuned bucket" in d.loc[9, "note"]
+    assert linear_deltas(W, shapes=[(16, 4)], tokens=[1]).empty
+
+
+def test_prediction_sums_linears_times_layers():
+    two = pd.concat([W, W.assign(profile=W["profile"].str.replace("(4, 8)", "(4, 16)", regex=False))])
+    p = predict_step_change(two, shapes=[(8, 4), (16, 4)], tokens=[1, 2, 5], layers=3).set_index("tokens")
+    assert p.loc[1, "predicted_delta_ms"] == pytest.approx(2 * -0.5 * 3)
+    assert p.loc[2, "predicted_delta_ms"] == pytest.approx(2 * 0.5 * 3)
+    assert math.isnan(p.loc[5, "predicted_delta_ms"]) and p.loc[5, "n_missing_default"] == 2
+    assert (p["n_linears"] == 2).all()
+
+
+def step_rows(state, times):
+    return [{"engine": "profkit-step", "model": "m", "dtype": "bf16", "phase": "decode", "tokens": 8,
+             "state": state, "repetition": i, "step_ms": t} for i, t in enumerate(times)]
+
+
+def test_measured_change_and_break_even():
+    bench = schema.frame("bench", step_rows("untuned", [10.0, 10.2, 10.1]) + step_rows("tuned", [9.0, 9.1, 9.2])
+                         + step_rows("torch", [10.1, 10.3, 10.2]))
+    m = measured_step_change(bench).set_index("state")
+    assert m.loc["tuned", "delta_ms"] == pytest.approx(-1.0) and m.loc["tuned", "beyond_noise"]
+    assert m.loc["torch", "noise_ms"] == pytest.approx(0.2) and not m.loc["torch", "beyond_noise"]
+    b = break_even(m.reset_index(), tuning_s=90.0).set_index("state")
+    assert b.loc["tuned", "steps_to_break_even"] == pytest.approx(90_000)
+    assert b.loc["tuned", "serving_s_to_break_even"] == pytest.approx(90_000 * 9.1 / 1e3)
+    assert math.isinf(b.loc["torch", "steps_to_break_even"])
+
+
+def test_slower_than_untuned_is_flagged():
+    bench = schema.frame("bench", step_rows("untuned", [5.0, 5.01]) + step_rows("tuned", [5.5, 5.52]))
+    assert measured_step_change(bench)["slower"].tolist() == [True]
+
+
+def test_shipped_step_results_are_real_and_complete():
+    rows = [json.loads(line) for f in sorted((DATA / "h200" / "step").glob("*/step.jsonl")) for line in open(f)]
+    bench = pd.DataFrame(rows)
+    assert set(bench["model"]) == {"llama3-8b", "qwen2.5-32b"} and set(bench["dtype"]) == {"bf16", "fp8"}
+    assert set(bench["state"]) == {"untuned", "tuned", "cache", "torch"} and set(bench["phase"]) == {"decode", "prefill"}
+    assert (bench.groupby(["model", "dtype", "phase", "tokens", "state"]).size() == 3).all()
+    assert bench["step_ms"].notna().all() and (bench["gpu"] == "NVIDIA H200").all()
+
+
+def test_step_without_a_gpu_says_so_in_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "profkit.cli.step", "--model", "llama3-8b", "--dtype", "bf16",
+                             "--out", str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "profkit step: a CUDA GPU is needed (torch.cuda.is_available() is False on this machine)"]
