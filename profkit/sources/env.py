@@ -41,6 +41,7 @@ def collect_env(run_id: str, *, source_kind: str = "capture") -> dict:
         "flashinfer": _dist_version("flashinfer-python"),
         "cudnn_frontend": _dist_version("nvidia-cudnn-frontend"),
     }
+    env["flags"] = _flashinfer_flags()
     env.update(_torch_facts())
     env.update(_flashinfer_metadata())
     env["driver"] = _driver_version()
@@ -79,6 +80,14 @@ def _flashinfer_metadata() -> dict:
     if meta.get("cudnn_version") not in (None, "unknown"):
         facts["cudnn"] = str(meta["cudnn_version"])
     return facts
+
+
+def _flashinfer_flags() -> str:
+    """Private FlashInfer switches that change what tunes (e.g. the SM90 mm_bf16(auto) workaround)."""
+    gemm_base = sys.modules.get("flashinfer.gemm.gemm_base")
+    if gemm_base is not None and getattr(gemm_base, "_TGV_DEBUG_USE_CPP", False):
+        return "flashinfer.gemm.gemm_base._TGV_DEBUG_USE_CPP=True"
+    return ""
 
 
 def _driver_version() -> str | None:
