@@ -10,7 +10,7 @@ from profkit.analysis.decisions import winners as _winners
 from profkit.errors import ProfkitError
 
 STABILITY_COLUMNS = {
-    "op": "string", "shape": "string", "profile": "string", "bucket": "Int64", "n_runs": "Int64",
+    "op": "string", "shape": "string", "profile": "string", "bucket": "Int64", "n_tunings": "Int64",
     "n_distinct": "Int64", "modal_runner": "string", "modal_tactic": "string", "modal_share": "float64",
     "flip_rate": "float64", "winners": "string", "spread_pct": "float64", "regret_pct": "float64",
     "regret_us": "float64", "noise_pct": "float64", "within_noise": "boolean",
@@ -73,8 +73,10 @@ def _regret(rows: pd.DataFrame, prices: pd.Series | None) -> tuple[float, float]
 
 
 def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Measure how often the winner of a bucket changes across repeated runs.
+    """Measure how often the winner of a bucket changes across repeated tunings.
 
+    A tuning is one decision: a run, or a later call of the same run that profiled the bucket
+    again (FlashInfer re-profiles when its cache lookup misses, e.g. cuBLASLt keys holding M).
     ``flip_rate`` is the share of run pairs whose winners differ (0 = every run chose the same
     (runner, tactic); 1 = all differ). With ``candidates``, ``regret_pct`` prices the flip: the
     worst slowdown of running another run's winner instead of a run's own, measured within that
@@ -86,11 +88,11 @@ def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None =
         candidates: the runs' candidates, to price flips; without them ``regret_*`` is NaN.
 
     Returns:
-        One row per (op, shape, profile, bucket), sorted by op, shape, bucket: ``n_runs``,
+        One row per (op, shape, profile, bucket), sorted by op, shape, bucket: ``n_tunings``,
         ``n_distinct`` (distinct winners), ``modal_runner`` and ``modal_tactic`` (most frequent
         winner; the first in run order on ties), ``modal_share``, ``flip_rate``, ``winners``
         ("runner:tactic xN; ..." by count), ``spread_pct`` (winner times' max / min - 1, percent),
-        ``regret_pct``, ``regret_us``, ``noise_pct`` (widest band of the runs),
+        ``regret_pct``, ``regret_us``, ``noise_pct`` (widest band of the tunings),
         ``within_noise``.
     """
     w = _as_winners(winners, "winners")
@@ -113,7 +115,7 @@ def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None =
         band = group["noise_pct"].to_numpy(dtype=float)
         noise_pct = float(np.nanmax(band)) if np.isfinite(band).any() else DEFAULT_NOISE_PCT
         rows.append({
-            **dict(zip(_KEY, key)), "n_runs": n, "n_distinct": len(counts), "modal_runner": modal[0],
+            **dict(zip(_KEY, key)), "n_tunings": n, "n_distinct": len(counts), "modal_runner": modal[0],
             "modal_tactic": modal[1], "modal_share": counts[modal] / n,
             "flip_rate": 1.0 - agree_pairs / (n * (n - 1)) if n >= 2 else np.nan,
             "winners": "; ".join(f"{r}:{t} x{c}" for (r, t), c in sorted(counts.items(), key=lambda kv: -kv[1])),

@@ -1,0 +1,28 @@
+"""Figures, the notebook explorer and the report, drawn from profkit.analysis frames.
+
+Every ``plot_<thing>(frame, *, ..., ax=None)`` returns a matplotlib Figure: with ``ax=None`` a
+new ``Figure(layout="constrained")`` (no pyplot, nothing global changes), with ``ax=`` given it
+draws only into that Axes and returns ``ax.figure``. Styling comes from ``rc_context``.
+Each figure states how its times were measured (fp8_gemm: eager, hot L2, mean; bf16_gemm: CUDA
+graph, cold L2, median) in a note under the axes.
+"""
+
+from profkit.views._candidates import plot_candidates
+from profkit.views._compare import plot_diff, plot_rank_divergence, plot_winner_flips
+from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_change
+from profkit.views._speedup import plot_speedup
+from profkit.views._tactic_map import plot_tactic_map
+from profkit.views._tuning import plot_tuning_time, plot_tuning_value
+
+
+def explorer(tables, **kwargs):
+    """The ipywidgets explorer; see :func:`profkit.views.explorer.explorer` (needs profkit[notebook])."""
+    from profkit.views.explorer import explorer as _explorer
+
+    return _explorer(tables, **kwargs)
+
+
+__all__ = [
+    "explorer", "plot_candidates", "plot_diff", "plot_kernel_vs_e2e", "plot_op_timings", "plot_rank_divergence",
+    "plot_speedup", "plot_step_change", "plot_tactic_map", "plot_tuning_time", "plot_tuning_value", "plot_winner_flips",
+]

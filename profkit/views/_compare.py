@@ -1,0 +1,218 @@
+"""Comparisons of decisions: winner flips across repeats, diffs of two captures, rank divergence."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Mapping
+
+import matplotlib as mpl
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+
+from profkit.analysis._frames import require
+from profkit.views._style import (NEUTRAL, SLOWER, add_note, bucket_edges, empty_axes, figure_and_axes,
+                                  log2_bucket_axis, short_label, styled)
+
+
+@dataclasses.dataclass(frozen=True)
+class WinnerFlipInfo:
+    """Rows (op and shape) x buckets, coloured by flip rate across repeated runs."""
+
+    rows: tuple[str, ...]
+    buckets: tuple[tuple[int, ...], ...]
+    flip_rates: tuple[tuple[float, ...], ...]    # NaN where only one run timed the bucket
+    n_distinct: tuple[tuple[int, ...], ...]
+    n_tunings: tuple[int, ...]                   # most tunings of any bucket in the row
+
+
+def _winner_flip_info(stability: pd.DataFrame, *, labels: Mapping[str, str] | None = None,
+                      repeated_only: bool = True) -> WinnerFlipInfo:
+    """Group winner_stability rows per op and shape."""
+    s = stability
+    rows, buckets, flips, distinct, runs = [], [], [], [], []
+    for (op, shape), g in s.groupby(["op", "shape"], sort=True, observed=True, dropna=False):
+        g = g.dropna(subset=["bucket"]).sort_values("bucket", kind="stable")
+        if repeated_only and g["n_tunings"].max() < 2:
+            continue
+        rows.append(f"{op}  {short_label(str(shape), labels)}")
+        buckets.append(tuple(int(b) for b in g["bucket"]))
+        flips.append(tuple(float(x) for x in g["flip_rate"].astype(float)))
+        distinct.append(tuple(int(x) for x in g["n_distinct"]))
+        runs.append(int(g["n_tunings"].max()))
+    return WinnerFlipInfo(rows=tuple(rows), buckets=tuple(buckets), flip_rates=tuple(flips),
+                          n_distinct=tuple(distinct), n_tunings=tuple(runs))
+
+
+def _draw_winner_flips(info: WinnerFlipInfo, ax: Axes) -> None:
+    """Cells per bucket: white = every run agreed, red = winners differ; the count of winners printed."""
+    if not info.rows:
+        empty_axes(ax, "no bucket was tuned more than once")
+        return
+    cmap = mpl.colormaps["Reds"]
+    norm = mpl.colors.Normalize(0, 1)
+    n = len(info.rows)
+    everything = sorted({b for row in info.buckets for b in row})
+    for i, (buckets, flips, distinct) in enumerate(zip(info.buckets, info.flip_rates, info.n_distinct)):
+        y = n - 1 - i
+        for (left, right), flip, k in zip(bucket_edges(buckets), flips, distinct):
+            single = not math.isfinite(flip)
+            ax.add_patch(Rectangle((left, y - 0.42), right - left, 0.84,
+                                   facecolor="#eeeeee" if single else ("white" if flip == 0 else cmap(0.2 + 0.8 * flip)),
+                                   edgecolor="#dddddd", linewidth=0.6, hatch="..." if single else None))
+            if k > 1:
+                ax.text(math.sqrt(left * right), y, str(k), ha="center", va="center", fontsize=6.5,
+                        color="white" if flip > 0.45 else "black")
+    ax.set_xlim(min(everything) / 2, max(everything) * 1.02)
+    ax.set_ylim(-0.6, n - 0.4)
+    log2_bucket_axis(ax, everything)
+    ax.set_yticks(range(n), [f"{r}  ({k} tunings)" for r, k in zip(reversed(info.rows), reversed(info.n_tunings))])
+    ax.grid(False)
+    sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
+    ax.figure.colorbar(sm, ax=ax, label="flip rate (run pairs\nthat disagree)", pad=0.01,
+                       fraction=0.04)
+    ax.set_title("Does the winner change between repeated tunings?")
+    add_note(ax, "number in a cell = distinct winners across the runs; hatched grey = tuned once")
+
+
+@styled
+def plot_winner_flips(stability: pd.DataFrame, *, labels: Mapping[str, str] | None = None,
+                      ax: Axes | None = None) -> Figure:
+    """Plot the winner-flip rate of every op x bucket across repeated tunings (runs or re-profiling calls).
+
+    Rows are op and shape, cells buckets on a log2 M axis as in :func:`plot_tactic_map`. The
+    colour is the share of run pairs whose winners differ (white: all runs agree); a number
+    gives the count of distinct winners. Only op/shapes tuned two or more times are drawn.
+
+    Args:
+        stability: output of :func:`profkit.analysis.winner_stability`.
+        labels: display names per shape label.
+        ax: draw into this Axes instead of a new figure.
+
+    Returns:
+        The Figure drawn into.
+    """
+    require(stability, ("op", "shape", "bucket", "n_tunings", "n_distinct", "flip_rate"), "winner_stability")
+    info = _winner_flip_info(stability, labels=labels)
+    fig, ax = figure_and_axes(ax, figsize=(8.5, 1.4 + 0.34 * max(len(info.rows), 1)))
+    _draw_winner_flips(info, ax)
+    return fig
+
+
+_CHANGE_STYLE = {"same": ("o", NEUTRAL), "tactic": ("o", "C0"), "runner": ("s", "C3"),
+                 "only_a": ("x", "#555555"), "only_b": ("+", "#555555")}
+
+
+@styled
+def plot_diff(diff: pd.DataFrame, *, labels: Mapping[str, str] | None = None, names: tuple[str, str] = ("a", "b"),
+              ax: Axes | None = None) -> Figure:
+    """Plot a diff of two sets of decisions: which buckets changed, and what b's choice costs.
+
+    x is the bucket (log2 M), y ``cost_pct`` (b's choice against a's, priced on the same
+    measurements when the diff had candidates; positive: b's choice is slower). Marker shape
+    and colour give the change: grey dot = same winner, blue circle = same runner, other
+    tactic, red square = other runner, x/+ = only in a/b (drawn at 0). Several shapes share the
+    axis, nudged sideways so their markers do not overlap; the note lists them.
+
+    Args:
+        diff: output of :func:`profkit.analysis.diff_winners`.
+        labels: display names per shape label.
+        names: display names of the two sides.
+        ax: draw into this Axes instead of a new figure.
+
+    Returns:
+        The Figure drawn into.
+    """
+    require(diff, ("op", "shape", "bucket", "change", "cost_pct"), "diff")
+    fig, ax = figure_and_axes(ax, figsize=(8.0, 3.6))
+    d = diff.dropna(subset=["bucket"])
+    if d.empty:
+        empty_axes(ax, "nothing to compare")
+        return fig
+    groups = list(d.groupby(["op", "shape"], sort=True, observed=True))
+    n = len(groups)
+    for i, ((op, shape), g) in enumerate(groups):
+        offset = 2 ** ((i - (n - 1) / 2) * 0.08)
+        for change, (marker, colour) in _CHANGE_STYLE.items():
+            h = g[g["change"] == change]
+            if h.empty:
+                continue
+            y = h["cost_pct"].astype(float).fillna(0.0)
+            ax.scatter(h["bucket"].astype(float) * offset, y, marker=marker, color=colour,
+                       s=14 if change == "same" else 30, zorder=3, alpha=0.6 if change == "same" else 1.0)
+    ax.axhline(0, color="#444444", linewidth=0.8)
+    log2_bucket_axis(ax, d["bucket"].astype(int))
+    ax.set_ylabel(f"cost of {names[1]}'s choice\nvs {names[0]}'s (%)")
+    changed = int(d["changed"].fillna(False).sum())
+    ax.set_title(f"{names[1]} vs {names[0]}: {changed} of {len(d)} decisions changed")
+    handles = [Line2D([], [], marker=m, color=c, linestyle="", label=lab) for lab, (m, c) in
+               zip(("same winner", "other tactic", "other runner", f"only in {names[0]}", f"only in {names[1]}"),
+                   _CHANGE_STYLE.values())]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=6.5, borderaxespad=0)
+    priced = sorted({p for p in d.get("priced_on", pd.Series(dtype=str)).dropna() if p})
+    shapes = ", ".join(short_label(str(s), labels) for (_, s), _ in groups)
+    add_note(ax, f"shapes: {shapes}; priced on {' / '.join(priced) or 'nothing (no times)'}")
+    return fig
+
+
+@styled
+def plot_rank_divergence(divergence: pd.DataFrame, *, labels: Mapping[str, str] | None = None,
+                         ax: Axes | None = None) -> Figure:
+    """Plot where tensor-parallel ranks chose different winners, and whether it matters.
+
+    x is the bucket (log2 M), y ``regret_pct``: the worst slowdown on some rank of running
+    another rank's winner. Grey dots: all ranks agree. Hollow markers: ranks disagree within
+    the noise band (a coin flip between equals); filled red: beyond it. Grey bars show each
+    bucket's noise band.
+
+    Args:
+        divergence: output of :func:`profkit.analysis.rank_divergence`.
+        labels: display names per shape label.
+        ax: draw into this Axes instead of a new figure.
+
+    Returns:
+        The Figure drawn into.
+    """
+    require(divergence, ("op", "shape", "bucket", "agree", "regret_pct", "noise_pct", "within_noise"),
+            "rank_divergence")
+    fig, ax = figure_and_axes(ax, figsize=(8.0, 3.6))
+    d = divergence.dropna(subset=["bucket"])
+    if d.empty:
+        empty_axes(ax, "fewer than two ranks: nothing to compare")
+        return fig
+    groups = list(d.groupby(["op", "shape"], sort=True, observed=True))
+    n = len(groups)
+    for i, ((op, shape), g) in enumerate(groups):
+        offset = 2 ** ((i - (n - 1) / 2) * 0.1)
+        x = g["bucket"].astype(float).to_numpy() * offset
+        colour = f"C{i % 10}"
+        ax.vlines(x, 0, g["noise_pct"].astype(float), color=NEUTRAL, linewidth=3, alpha=0.35, zorder=1)
+        agree = g["agree"].fillna(True).to_numpy(dtype=bool)
+        noisy = g["within_noise"].fillna(True).to_numpy(dtype=bool)
+        y = g["regret_pct"].astype(float).to_numpy()
+        ax.scatter(x[agree], y[agree], s=10, color=NEUTRAL, zorder=2)
+        ax.scatter(x[~agree & noisy], y[~agree & noisy], s=40, facecolor="white", edgecolor=colour,
+                   linewidths=1.4, zorder=3)
+        ax.scatter(x[~agree & ~noisy], y[~agree & ~noisy], s=40, color=SLOWER, edgecolor=colour, zorder=3)
+        ax.plot([], [], color=colour, marker="o", linestyle="", label=f"{op}  {short_label(str(shape), labels)}")
+    log2_bucket_axis(ax, d["bucket"].astype(int))
+    ax.set_ylabel("regret of another rank's\nwinner (%)")
+    n_dis = int((~d["agree"].fillna(True).astype(bool)).sum())
+    n_beyond = int((~d["agree"].fillna(True).astype(bool) & ~d["within_noise"].fillna(True).astype(bool)).sum())
+    ranks = ", ".join(sorted(set(d["ranks"].dropna()))) if "ranks" in d.columns else ""
+    ax.set_title(f"Per-rank divergence: {n_dis} of {len(d)} buckets disagree, {n_beyond} beyond noise")
+    handles, names = ax.get_legend_handles_labels()
+    handles += [Line2D([], [], marker="o", linestyle="", color=NEUTRAL),
+                Line2D([], [], marker="o", linestyle="", markerfacecolor="white", markeredgecolor="black"),
+                Line2D([], [], marker="o", linestyle="", color=SLOWER),
+                Line2D([], [], color=NEUTRAL, linewidth=3, alpha=0.35)]
+    names += ["ranks agree", "disagree, within noise", "disagree, beyond noise", "noise band"]
+    ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=6.5, borderaxespad=0)
+    add_note(ax, f"ranks {ranks}; each rank tuned independently and priced the others' winners on its own "
+                 "measurements")
+    return fig
+

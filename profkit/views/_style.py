@@ -1,0 +1,185 @@
+"""One look for every profkit figure: rc settings applied with rc_context, colours, axes helpers."""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from typing import Callable, Iterable, Mapping
+
+import matplotlib as mpl
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+# Readable in print: 9 pt text, no top/right spines, light grid, text kept as text in SVG.
+RC = {
+    "font.size": 9, "axes.titlesize": 10, "axes.titleweight": "bold", "axes.labelsize": 9,
+    "xtick.labelsize": 8, "ytick.labelsize": 8, "legend.fontsize": 7.5, "legend.frameon": False,
+    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
+    "grid.linewidth": 0.6, "lines.linewidth": 1.4, "lines.markersize": 4.5, "figure.dpi": 100,
+    "savefig.dpi": 150, "svg.fonttype": "none", "axes.titlelocation": "left",
+}
+
+SLOWER = "#c62828"     # slower than the default (flashinfer#3537)
+NEUTRAL = "#9e9e9e"
+ACCENT = "#1f4e79"
+PHASES = {"measure_s": "#1f77b4", "prep_s": "#ff7f0e", "jit_s": "#9467bd", "other_s": "#c7c7c7"}
+PHASE_LABELS = {"measure_s": "measure (candidates timed)", "prep_s": "runner prep (cuDNN plans)",
+                "jit_s": "JIT builds", "other_s": "other (inputs, bookkeeping)"}
+
+# Runner families get a hue; tactics within a family get shades of it.
+_FAMILIES = (("Cublaslt", "Blues"), ("Cublas", "Blues"), ("Cudnn", "Oranges"), ("TinyGemm", "Greens"),
+             ("Cutlass", "Purples"), ("Trtllm", "Reds"))
+_OTHER = "Greys"
+
+
+def styled(fn: Callable) -> Callable:
+    """Run a plot function inside ``rc_context(RC)``; nothing global changes."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with mpl.rc_context(RC):
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+def figure_and_axes(ax: Axes | None, *, figsize=(7.0, 3.6)) -> tuple[Figure, Axes]:
+    """The Axes to draw into: ``ax`` itself, or one Axes of a new constrained-layout Figure."""
+    if ax is not None:
+        return ax.figure, ax
+    fig = Figure(figsize=figsize, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def runner_colours(labels: Iterable[tuple[str, str]]) -> dict[tuple[str, str], tuple]:
+    """A colour per (runner, tactic): a hue per runner family, shades per tactic, stable order."""
+    labels = sorted(set(labels), key=lambda rt: (rt[0], _tactic_order(rt[1])))
+    by_runner: dict[str, list[str]] = {}
+    for runner, tactic in labels:
+        by_runner.setdefault(runner, []).append(tactic)
+    used_maps: dict[str, int] = {}
+    out = {}
+    for runner, tactics in by_runner.items():
+        cmap_name = next((c for prefix, c in _FAMILIES if runner.startswith(prefix)), _OTHER)
+        # Two runner classes of one family (cuBLAS fp8 and cuBLASLt bf16 are different ops) share
+        # a hue; a second runner of the same map starts darker so both stay apart.
+        offset = used_maps.get(cmap_name, 0)
+        used_maps[cmap_name] = offset + 1
+        cmap = mpl.colormaps[cmap_name]
+        n = len(tactics)
+        for i, tactic in enumerate(tactics):
+            level = 0.35 + 0.55 * (i / max(n - 1, 1)) if n > 1 else 0.6
+            level = min(0.95, level + 0.08 * offset)
+            out[(runner, tactic)] = cmap(level)
+    return out
+
+
+def _tactic_order(tactic: str):
+    try:
+        return (0, int(tactic), "")
+    except (TypeError, ValueError):
+        return (1, 0, str(tactic))
+
+
+def runner_colour(runner: str) -> tuple:
+    """One colour per runner family (for scatter points)."""
+    cmap_name = next((c for prefix, c in _FAMILIES if str(runner).startswith(prefix)), _OTHER)
+    return mpl.colormaps[cmap_name](0.7)
+
+
+def log2_bucket_axis(ax: Axes, buckets: Iterable[int], *, axis: str = "x", label: str = "bucket (M, tokens)",
+                     every_value: bool = False) -> None:
+    """A log2 axis with bucket values as ticks: powers of two (thinned), or ``every_value``."""
+    values = sorted({int(b) for b in buckets if b is not None and b > 0})
+    set_scale = ax.set_xscale if axis == "x" else ax.set_yscale
+    set_scale("log", base=2)
+    if not values:
+        return
+    ticks = values if every_value else ([v for v in values if _is_power_of_two(v)] or values)
+    if len(ticks) > 14:
+        ticks = ticks[::2]
+    set_ticks = ax.set_xticks if axis == "x" else ax.set_yticks
+    set_ticks(ticks, [str(v) for v in ticks])
+    if axis == "x":
+        ax.set_xlabel(label)
+        ax.minorticks_off()
+    else:
+        ax.set_ylabel(label)
+
+
+def _is_power_of_two(v: int) -> bool:
+    return v > 0 and (v & (v - 1)) == 0
+
+
+def bucket_edges(buckets: Iterable[int]) -> list[tuple[float, float]]:
+    """(left, right) per ascending bucket on a log2 axis: bucket b covers (previous bucket, b].
+
+    FlashInfer's GEMM ops round M up to the next bucket, so a bucket's cell spans from the
+    bucket below it; the smallest bucket gets a cell one octave wide.
+    """
+    values = sorted(int(b) for b in buckets)
+    edges = []
+    for i, b in enumerate(values):
+        left = values[i - 1] if i else b / 2
+        edges.append((float(left), float(b)))
+    return edges
+
+
+def timing_note(timings: Mapping[str, Iterable[str]]) -> str:
+    """'fp8_gemm: eager, hot L2, mean of 10; bf16_gemm: cuda_graph, cold L2, median of 10'."""
+    parts = []
+    for op, values in sorted(timings.items()):
+        values = sorted({str(v) for v in values if v is not None and str(v) != "<NA>"})
+        if values:
+            parts.append(f"{op}: {' / '.join(values)}")
+    return "; ".join(parts)
+
+
+def timings_of(frame, op_column: str = "op", timing_column: str = "timing") -> dict[str, list[str]]:
+    if frame is None or timing_column not in frame.columns or op_column not in frame.columns:
+        return {}
+    out: dict[str, list[str]] = {}
+    for op, timing in frame[[op_column, timing_column]].drop_duplicates().itertuples(index=False):
+        if op is None or op != op:
+            continue
+        out.setdefault(str(op), []).append(timing if timing == timing else None)
+    return out
+
+
+def add_note(ax: Axes, text: str, *, below_pt: float = 30) -> None:
+    """A small grey note ``below_pt`` points under the axes (timing method, caveats)."""
+    if text:
+        ax.annotate(text, xy=(0, 0), xycoords="axes fraction", xytext=(0, -below_pt), textcoords="offset points",
+                    fontsize=7, color="#555555", ha="left", va="top", annotation_clip=False, wrap=True)
+
+
+def empty_axes(ax: Axes, message: str) -> None:
+    """Draw the 'nothing to show' state and warn, as Optuna does for empty studies."""
+    warnings.warn(message, stacklevel=3)
+    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center", color=NEUTRAL, wrap=True)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def mark_batch_sizes(ax: Axes, batch_sizes: Iterable[int], *, label_prefix: str = "bs") -> None:
+    """Dashed verticals at engine batch sizes (decode concurrency, prefill tokens)."""
+    for bs in sorted({int(b) for b in batch_sizes}):
+        ax.axvline(bs, color="#333333", linestyle="--", linewidth=0.9, alpha=0.8, zorder=5)
+        ax.annotate(f"{label_prefix} {bs}", xy=(bs, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 2),
+                    textcoords="offset points", fontsize=6.5, va="bottom", ha="center", color="#333333",
+                    annotation_clip=False)
+
+
+def short_label(label: str, labels: Mapping[str, str] | None) -> str:
+    if labels and label in labels:
+        return labels[label]
+    return label
+
+
+def finite(values) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    return arr[np.isfinite(arr)]
+
+
+def nan_to_none(x):
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
