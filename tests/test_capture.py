@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import warnings
 
 import pandas as pd
 import pytest
+import flashinfer
 import torch
 from flashinfer.autotuner import AutoTuner, autotune
 
@@ -137,7 +139,8 @@ class Broken(T.ToyCublasRunner):
 
 
 def test_exceptions_pass_through_unchanged_and_hooks_are_removed(tuner):
-    originals = {name: vars(AutoTuner)[name] for name in capture_module._REQUIRED + ("rank_tactics",)}
+    originals = {name: vars(AutoTuner)[name] for name in capture_module._REQUIRED + ("rank_tactics",)
+                 if name in vars(AutoTuner)}
     warn = warnings.warn
     with pytest.raises(ValueError, match="no tactics for this shape") as plain:
         T.tune("toy_broken", [Broken()], 4)
@@ -231,6 +234,7 @@ def test_cache_file_winners_are_marked(tuner, tmp_path):
     assert {p: (r, t) for p, r, t in zip(w["profile"], w["runner"], w["tactic"])} == decided
 
 
+@pytest.mark.skipif(not hasattr(AutoTuner, "rank_tactics"), reason="rank_tactics is 0.7-only")
 def test_rank_tactics_is_recorded(tuner):
     with profkit.capture() as cap:
         with autotune(True):
@@ -243,7 +247,8 @@ def test_rank_tactics_is_recorded(tuner):
 
 def test_missing_method_is_one_clear_error(monkeypatch):
     monkeypatch.delattr(AutoTuner, "_prepare_input_tensors")
-    with pytest.raises(ProfkitError, match=r"0\.7\.2\.post1: AutoTuner has no method '_prepare_input_tensors'"):
+    version = re.escape(flashinfer.__version__)
+    with pytest.raises(ProfkitError, match=rf"{version}: AutoTuner has no method '_prepare_input_tensors'"):
         capture_module._Recorder().open(profkit.capture())
 
 
@@ -254,7 +259,7 @@ def test_save_load_round_trip_is_lossless(tuner, tmp_path):
     back = profkit.load(cap.save(tmp_path / "run"))
     for name in ("candidates", "winners", "tuning", "runs"):
         pd.testing.assert_frame_equal(getattr(back, name), getattr(tables, name))
-    assert back.env["run_id"] == cap.run_id and back.env["flashinfer"] == "0.7.2.post1"
+    assert back.env["run_id"] == cap.run_id and back.env["flashinfer"] == flashinfer.__version__
 
 
 def test_env_has_provenance_fields(tuner):

@@ -38,7 +38,7 @@ def collect_env(run_id: str, *, source_kind: str = "capture") -> dict:
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "python": platform.python_version(),
         "profkit": _dist_version("profkit"),
-        "flashinfer": _dist_version("flashinfer-python"),
+        "flashinfer": _flashinfer_version(),
         "cudnn_frontend": _dist_version("nvidia-cudnn-frontend"),
     }
     env["flags"] = _flashinfer_flags()
@@ -99,6 +99,12 @@ def _driver_version() -> str | None:
         return version.decode() if isinstance(version, bytes) else str(version)
     except Exception:  # noqa: BLE001 - no NVIDIA driver on this machine
         return None
+
+
+def _flashinfer_version() -> str | None:
+    """The imported flashinfer's own version (the one that ran), else the installed one."""
+    module = sys.modules.get("flashinfer")
+    return getattr(module, "__version__", None) or _dist_version("flashinfer-python")
 
 
 def _dist_version(name: str) -> str | None:

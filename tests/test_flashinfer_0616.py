@@ -1,0 +1,28 @@
+"""The capture tests again, against flashinfer-python 0.6.16 (the oldest version profkit supports).
+
+0.6.16 lacks rank_tactics, profile_tactic and _winner_cache and times cold L2 differently; the
+pure-Python wheel is installed with --no-deps into a folder that is put first on PYTHONPATH.
+"""
+
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+VERSION = "0.6.16"
+
+
+def test_capture_suite_passes_on_0616():
+    target = ROOT / ".venv-extra" / f"flashinfer-{VERSION}"
+    if not (target / "flashinfer" / "__init__.py").is_file():
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+                        f"flashinfer-python=={VERSION}"], check=True)
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    probe = subprocess.run([sys.executable, "-c", "import flashinfer; print(flashinfer.__version__)"],
+                           env=env, capture_output=True, text=True, check=True)
+    assert probe.stdout.strip() == VERSION
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:warnings", "-p", "no:cacheprovider",
+                             str(ROOT / "tests" / "test_capture.py")], env=env, capture_output=True, text=True,
+                            cwd=ROOT)
+    assert result.returncode == 0, result.stdout[-3000:]
