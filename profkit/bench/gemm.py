@@ -15,6 +15,8 @@ import statistics
 
 import torch
 
+from profkit.bench.graphs import graph_replay_ms
+
 OPS = ("fp8_gemm", "bf16_gemm")
 
 
@@ -80,27 +82,12 @@ def time_graph(gemm: Gemm, m: int, *, rotate: int = 4, replays: int = 20) -> dic
     xs = gemm.inputs(m, rotate)
     ws = [gemm.weights[i % len(gemm.weights)] for i in range(rotate)]
     outs = [gemm.out(m) for _ in range(rotate)]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
+
+    def calls():
         for x, w, o in zip(xs, ws, outs):
             gemm(x, w, o)
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for x, w, o in zip(xs, ws, outs):
-            gemm(x, w, o)
-    graph.replay()
-    torch.cuda.synchronize()
-    per_call = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        per_call.append(start.elapsed_time(end) / rotate)
+
+    per_call = [ms / rotate for ms in graph_replay_ms(calls, replays=replays)]
     per_call.sort()
     return {
         "time_ms": statistics.median(per_call),

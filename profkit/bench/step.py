@@ -25,6 +25,7 @@ import statistics
 import torch
 import torch.nn.functional as F
 
+from profkit.bench.graphs import graph_replay_ms
 from profkit.models import Linear, ModelConfig, linear_layers
 
 DECODE_SIZES = (1, 2, 3, 8, 24, 64, 100, 256, 333, 512, 1024, 3000, 4096)
@@ -118,31 +119,9 @@ class DecoderStack:
     def time_step(self, phase: str, tokens: int, *, repetitions: int, replays: int) -> list[float]:
         """Milliseconds per step, one value per repetition (median of ``replays`` graph replays)."""
         x = torch.randn(tokens, self.model.hidden_size, device="cuda", dtype=torch.bfloat16)
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):  # eager warm-up: cuDNN builds its plans here, never inside capture
-                self.forward(x, phase)
-        torch.cuda.current_stream().wait_stream(stream)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self.forward(x, phase)
-        graph.replay()
-        torch.cuda.synchronize()
-        results = []
-        for _ in range(repetitions):
-            times = []
-            for _ in range(replays):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                graph.replay()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
-            results.append(statistics.median(times))
-        del graph
-        return results
+        # Two eager warm-ups: cuDNN builds its plans here, never inside the capture.
+        times = graph_replay_ms(lambda: self.forward(x, phase), replays=repetitions * replays, warmups=2)
+        return [statistics.median(times[i * replays:(i + 1) * replays]) for i in range(repetitions)]
 
 
 STATE_ORDER = ("untuned", "tuned", "cache", "torch")

@@ -1,0 +1,36 @@
+"""CUDA-graph timing shared by the GPU programs: warm eagerly, capture once, time each replay."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+
+def graph_replay_ms(fn: Callable[[], object], *, replays: int, warmups: int = 1) -> list[float]:
+    """Milliseconds of each of ``replays`` replays of a CUDA graph of ``fn()``.
+
+    ``fn`` runs ``warmups`` times eagerly on a side stream first: cuDNN builds its execution
+    plans then (building one during capture raises ``CudnnPlanBuildInCaptureError``).
+    """
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(warmups):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return times
