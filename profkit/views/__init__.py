@@ -9,17 +9,11 @@ graph, cold L2, median) in a note under the axes.
 
 from profkit.views._candidates import plot_candidates
 from profkit.views._compare import plot_diff, plot_rank_divergence, plot_winner_flips
+from profkit.views._explorer import explorer  # ipywidgets is imported only when called
 from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_change
 from profkit.views._speedup import plot_speedup
 from profkit.views._tactic_map import plot_tactic_map
 from profkit.views._tuning import plot_tuning_time, plot_tuning_value
-
-
-def explorer(tables, **kwargs):
-    """The ipywidgets explorer; see :func:`profkit.views.explorer.explorer` (needs profkit[notebook])."""
-    from profkit.views.explorer import explorer as _explorer
-
-    return _explorer(tables, **kwargs)
 
 
 __all__ = [

@@ -18,7 +18,7 @@ RC = {
     "xtick.labelsize": 8, "ytick.labelsize": 8, "legend.fontsize": 7.5, "legend.frameon": False,
     "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
     "grid.linewidth": 0.6, "lines.linewidth": 1.4, "lines.markersize": 4.5, "figure.dpi": 100,
-    "savefig.dpi": 150, "svg.fonttype": "none", "axes.titlelocation": "left",
+    "savefig.dpi": 150, "svg.fonttype": "none",
 }
 
 SLOWER = "#c62828"     # slower than the default (flashinfer#3537)

@@ -117,7 +117,8 @@ def _draw_tactic_map(info: TacticMapInfo, ax: Axes, *, legend: bool = True) -> N
     if info.batch_sizes:
         mark_batch_sizes(ax, info.batch_sizes)
     if legend:
-        handles = [Patch(facecolor=colours[p], label=f"{p[0]}: {compact_tactic(*p)}") for p in colours]
+        text_of = {p: t for row, texts in zip(info.winners, info.cell_text) for p, t in zip(row, texts)}
+        handles = [Patch(facecolor=colours[p], label=f"{p[0]}: {text_of[p]}") for p in colours]
         if any(info.slower_than_default):
             handles.append(Patch(facecolor="white", edgecolor=SLOWER, hatch="////",
                                  label="slower than default (flashinfer#3537)"))

@@ -147,7 +147,12 @@ def _make_explorer(widgets):
                 s = self.speedups[((self.speedups["op"] == op) & (self.speedups["shape"] == shape)
                                    & (self.speedups["run_id"] == run)).fillna(False).to_numpy(dtype=bool)]
                 plot_speedup(s, labels=self.labels, batch_sizes=[bucket], ax=right)
-                right.get_legend().remove() if right.get_legend() else None
+                # Two panels side by side: short titles, legends inside the axes.
+                left.set_title(f"{op}  {self.labels.get(shape, shape)}: every candidate", fontsize=9)
+                left.legend(loc="upper right", fontsize=6.5)
+                right.set_title("speedup vs default (selected bucket dashed)", fontsize=9)
+                if right.get_legend() is not None:
+                    right.get_legend().remove()
             except ProfkitError as exc:
                 messages.append(str(exc))
             buf = io.BytesIO()

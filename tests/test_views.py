@@ -1,0 +1,298 @@
+"""profkit.views: info records with ==, drawings read back through their artists, ax= composition, smoke."""
+
+from __future__ import annotations
+
+import inspect
+import io
+import sys
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+import profkit
+from profkit import analysis, schema, views
+from profkit.views import _candidates, _compare, _speedup, _tactic_map, _tuning
+from profkit.views.report import collect, shape_labels
+
+from conftest import DATA
+
+P = "(({m}, 64), (64, 32))"
+
+
+def speedups(rows):
+    """speedup_vs_default output from (bucket, runner, tactic, time, default) tuples."""
+    out = []
+    for i, (bucket, runner, tactic, time_ms, default_ms) in enumerate(rows):
+        p = P.format(m=bucket)
+        out += [{"run_id": "r1", "call": 1, "op": "gemm", "profile": p, "bucket": bucket, "runner": runner,
+                 "tactic": tactic, "time_ms": time_ms, "seq": 2 * i, "source": "flashinfer", "timing": "eager"},
+                {"run_id": "r1", "call": 1, "op": "gemm", "profile": p, "bucket": bucket, "runner": runner,
+                 "tactic": "-1", "time_ms": default_ms, "seq": 2 * i + 1, "source": "default", "timing": "eager"}]
+    return analysis.speedup_vs_default(schema.frame("candidates", out))
+
+
+def save(fig: Figure) -> None:
+    fig.savefig(io.BytesIO(), format="png")
+
+
+# -- tactic map -------------------------------------------------------------------------------------
+def test_tactic_map_info():
+    s = speedups([(1, "CublasFp8GemmRunner", "3", 0.010, 0.011), (2, "CudnnFp8GemmRunner", "[0, [[12, 5]]]", 0.011, 0.010)])
+    info = _tactic_map._tactic_map_info(s, labels={"N=32 K=64": "toy"}, batch_sizes=[2])
+    assert info == _tactic_map.TacticMapInfo(
+        rows=("gemm  toy",), buckets=((1, 2),),
+        winners=((("CublasFp8GemmRunner", "3"), ("CudnnFp8GemmRunner", "[0, [[12, 5]]]")),),
+        cell_text=(("#3", "e0/c5"),), speedups=((pytest.approx(1.1), pytest.approx(10 / 11)),),
+        slower_than_default=((2,),), batch_sizes=(2,), timing="gemm: eager", dropped_runs=0)
+
+
+def test_tactic_map_draws_cells_flags_and_legend():
+    info = _tactic_map.TacticMapInfo(rows=("gemm  a", "gemm  b"), buckets=((1, 2, 4), (4,)),
+                                     winners=((("A", "0"), ("A", "1"), ("B", "0")), (("A", "0"),)),
+                                     cell_text=(("#0", "#1", "#0"), ("#0",)), speedups=((1.1, 1.0, 0.9), (1.2,)),
+                                     slower_than_default=((4,), ()), batch_sizes=(3,), timing="gemm: eager")
+    fig = Figure()
+    ax = fig.add_subplot()
+    _tactic_map._draw_tactic_map(info, ax)
+    cells = [p for p in ax.patches if isinstance(p, Rectangle)]
+    assert len(cells) == 4
+    flagged = [p for p in cells if p.get_hatch()]
+    assert [p.get_label() for p in flagged] == ["4"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["gemm  b", "gemm  a"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["A: #0", "A: #1", "B: #0", "slower than default (flashinfer#3537)"]
+    assert ax.get_legend().get_title().get_text() == "timed gemm: eager"
+    assert ax.get_xscale() == "log" and ax.get_xlabel() == "bucket (M, tokens)"
+    assert any(t.get_text() == "bs 3" for t in ax.texts)
+    save(fig)
+
+
+def test_tactic_map_empty_warns():
+    with pytest.warns(UserWarning, match="no winners"):
+        fig = views.plot_tactic_map(speedups([]))
+    save(fig)
+
+
+def test_tactic_map_into_given_axes():
+    fig = Figure()
+    left, right = fig.subplots(1, 2)
+    out = views.plot_tactic_map(speedups([(1, "A", "0", 0.01, 0.02)]), ax=right)
+    assert out is fig
+    assert not left.patches and not left.lines and not left.collections and not left.texts
+    assert len(right.patches) == 1
+    save(fig)
+
+
+# -- candidate spread ----------------------------------------------------------------------------
+def toy_candidates():
+    rows = []
+    for b in (1, 2):
+        p = P.format(m=b)
+        for tactic, t in (("0", 0.010), ("1", 0.012), ("2", float("nan"))):
+            rows.append({"run_id": "r1", "op": "gemm", "profile": p, "bucket": b, "runner": "A", "tactic": tactic,
+                         "time_ms": t * b, "source": "flashinfer", "status": "ok" if t == t else "failed"})
+        rows.append({"run_id": "r1", "op": "gemm", "profile": p, "bucket": b, "runner": "A", "tactic": "-1",
+                     "time_ms": 0.011 * b, "source": "default"})
+    return schema.frame("candidates", rows)
+
+
+def test_candidate_spread_info_and_drawing():
+    info = _candidates._candidate_spread_info(toy_candidates(), highlight=2)
+    assert info.buckets == (1, 2) and info.runners == ("A",) and info.dropped == 2
+    assert info.points == ((1, "A", 1.0), (1, "A", pytest.approx(1.2)), (2, "A", 1.0), (2, "A", pytest.approx(1.2)))
+    assert info.winners == ((1, 1.0), (2, 1.0)) and info.defaults == ((1, pytest.approx(1.1)), (2, pytest.approx(1.1)))
+    with pytest.warns(UserWarning, match="2 candidates omitted"):
+        fig = views.plot_candidates(toy_candidates(), highlight=2)
+    ax = fig.axes[0]
+    assert len(ax.collections[0].get_offsets()) == 4  # the runner's points
+    assert ax.collections[1].get_offsets().tolist() == [[1.0, 1.0], [2.0, 1.0]]  # winner stars
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["A", "winner", "default (runners[0], tactic -1)"]
+    assert "2 candidates without a finite time" in ax.texts[-1].get_text()
+    save(fig)
+
+
+def test_candidate_selection_errors_name_the_choices():
+    two = pd.concat([toy_candidates(), toy_candidates().assign(profile="((1, 64), (64, 48))")])
+    with pytest.raises(profkit.ProfkitError, match="pass shape= one of N=32 K=64, N=48 K=64"):
+        views.plot_candidates(two)
+
+
+# -- speedup curve ---------------------------------------------------------------------------------
+def test_speedup_info_and_slower_markers():
+    s = speedups([(1, "A", "0", 0.010, 0.012), (2, "A", "0", 0.010, 0.0099), (4, "A", "0", 0.010, 0.009)])
+    info = _speedup._speedup_info(s)
+    assert info == _speedup.SpeedupInfo(
+        series=(_speedup.SpeedupSeries(label="gemm  N=32 K=64", buckets=(1, 2, 4),
+                                       speedups=(pytest.approx(1.2), pytest.approx(0.99), pytest.approx(0.9)),
+                                       slower=(False, True, True), within_noise=(False, True, False)),),
+        noise_pct=2.0, timing="gemm: eager")
+    fig = views.plot_speedup(s)
+    ax = fig.axes[0]
+    assert ax.lines[-1].get_xydata()[:, 0].tolist() == [1, 2, 4]
+    slow = ax.collections[0]
+    assert slow.get_offsets()[:, 0].tolist() == [2, 4]
+    faces = slow.get_facecolors()
+    assert tuple(faces[0][:3]) == (1.0, 1.0, 1.0) and tuple(faces[1][:3]) != (1.0, 1.0, 1.0)  # hollow = within noise
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "slower than default (flashinfer#3537)" in texts and "noise band ±2.0% (median)" in texts
+    save(fig)
+
+
+# -- tuning -----------------------------------------------------------------------------------------
+def breakdown():
+    return pd.DataFrame({"run_id": "r1", "op": "gemm", "shape": ["N=1 K=1", "N=1 K=1", "N=2 K=2"],
+                         "bucket": [1, 2, 1], "measure_s": [1.0, 2.0, 0.5], "prep_s": [3.0, 1.0, 0.5],
+                         "jit_s": [0.0, 0.0, 0.0], "other_s": [0.1, 0.1, 0.0], "n_candidates": [10, 12, 5]})
+
+
+def test_tuning_time_info_and_bars():
+    info = _tuning._tuning_time_info(breakdown())
+    assert info == _tuning.TuningTimeInfo(
+        title="Where tuning time went, per op and shape", bars=("gemm  N=1 K=1", "gemm  N=2 K=2"),
+        seconds=(("measure_s", (3.0, 0.5)), ("prep_s", (4.0, 0.5)), ("jit_s", (0.0, 0.0)),
+                 ("other_s", (pytest.approx(0.2), 0.0))),
+        totals=(pytest.approx(7.2), 1.0), n_candidates=(22, 5), per="op")
+    fig = views.plot_tuning_time(breakdown())
+    ax = fig.axes[0]
+    assert len(ax.patches) == 6  # 3 non-zero phases x 2 bars; JIT is all zero and not drawn
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "measure (candidates timed)", "runner prep (cuDNN plans)", "other (inputs, bookkeeping)"]
+    assert ax.texts[0].get_text() == "7.2 s, 22 cand."
+    by_bucket = views.plot_tuning_time(breakdown(), per="bucket", shape="N=1 K=1")
+    assert [t.get_text() for t in by_bucket.axes[0].get_xticklabels()] == ["1", "2"]
+    with pytest.raises(profkit.ProfkitError, match="needs one op and shape, found 2"):
+        views.plot_tuning_time(breakdown(), per="bucket")
+    save(fig)
+
+
+# -- comparisons ------------------------------------------------------------------------------------
+def test_winner_flip_info_and_cells():
+    stab = pd.DataFrame({"op": "gemm", "shape": "N=1 K=1", "bucket": [1, 2, 4], "n_tunings": [3, 3, 1],
+                         "n_distinct": [1, 2, 1], "flip_rate": [0.0, 2 / 3, np.nan]})
+    info = _compare._winner_flip_info(stab)
+    assert info == _compare.WinnerFlipInfo(rows=("gemm  N=1 K=1",), buckets=((1, 2, 4),),
+                                           flip_rates=((0.0, pytest.approx(2 / 3), pytest.approx(np.nan, nan_ok=True)),),
+                                           n_distinct=((1, 2, 1),), n_tunings=(3,))
+    fig = views.plot_winner_flips(stab)
+    ax = fig.axes[0]
+    assert len([p for p in ax.patches if isinstance(p, Rectangle)]) == 3
+    assert [t.get_text() for t in ax.texts if t.get_text().isdigit()] == ["2"]
+    assert ax.get_yticklabels()[0].get_text() == "gemm  N=1 K=1  (3 tunings)"
+    save(fig)
+
+
+def test_diff_and_rank_views_read_back():
+    diff = pd.DataFrame({"op": "gemm", "shape": "N=1 K=1", "bucket": [1, 2, 4], "change": ["same", "tactic", "runner"],
+                         "changed": [False, True, True], "cost_pct": [0.0, 1.5, -0.5], "priced_on": "candidates"})
+    fig = views.plot_diff(diff, names=("r0", "r1"))
+    ax = fig.axes[0]
+    assert ax.get_title() == "r1 vs r0: 2 of 3 decisions changed"
+    assert [c.get_offsets()[:, 1].tolist() for c in ax.collections] == [[0.0], [1.5], [-0.5]]
+    ranks = pd.DataFrame({"op": "gemm", "shape": "N=1 K=1", "bucket": [1, 2, 4], "ranks": "0,1",
+                          "agree": [True, False, False], "regret_pct": [0.0, 0.5, 3.0], "noise_pct": 1.0,
+                          "within_noise": [True, True, False]})
+    fig = views.plot_rank_divergence(ranks)
+    ax = fig.axes[0]
+    assert ax.get_title() == "Per-rank divergence: 2 of 3 buckets disagree, 1 beyond noise"
+    sizes = [len(c.get_offsets()) for c in ax.collections[1:]]
+    assert sizes == [1, 1, 1]  # agree, within noise, beyond noise
+    save(fig)
+
+
+def test_kernel_vs_e2e_bars():
+    frame = pd.DataFrame({"kind": ["kernel", "e2e", "e2e"], "metric": ["gemm N=1 K=1", "output_tok_s", "mean_ttft_ms"],
+                          "unit": ["ms/layer", "tok/s", "ms"], "baseline": [2.0, 100.0, 10.0],
+                          "treatment": [1.0, 116.8, 10.1], "improvement_pct": [100.0, 16.8, -0.99]})
+    fig = views.plot_kernel_vs_e2e(frame, labels={"N=1 K=1": "toy"})
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["kernel gemm toy", "output throughput", "mean TTFT"]
+    assert [round(p.get_width(), 2) for p in ax.patches] == [100.0, 16.8, -0.99]
+    assert ax.texts[1].get_text().startswith("+16.8%")
+    save(fig)
+
+
+# -- smoke over every plot function on the shipped data ---------------------------------------------
+@pytest.fixture(scope="module")
+def shipped():
+    data = collect(DATA / "h200")
+    from profkit.views.report import analyse
+
+    return data, analyse(data), shape_labels(data)
+
+
+PLOTS = sorted(name for name in views.__all__ if name.startswith("plot_"))
+
+
+def _args(name, data, r, labels):
+    c = data.tables.candidates
+    return {
+        "plot_tactic_map": lambda: ((r.speedups,), {"labels": labels, "batch_sizes": [512]}),
+        "plot_speedup": lambda: ((r.speedups,), {"op": "fp8_gemm", "labels": labels}),
+        "plot_candidates": lambda: ((c,), {"op": "bf16_gemm", "shape": "N=4096 K=4096",
+                                           "run_id": "bf16_gemm-llama3-8b-o-r0", "highlight": 64}),
+        "plot_tuning_time": lambda: ((r.breakdown,), {"labels": labels}),
+        "plot_tuning_value": lambda: ((r.value,), {"labels": labels}),
+        "plot_winner_flips": lambda: ((r.stability,), {"labels": labels}),
+        "plot_diff": lambda: ((r.diff,), {"names": r.diff_names}),
+        "plot_rank_divergence": lambda: ((r.ranks,), {"labels": labels}),
+        "plot_op_timings": lambda: ((r.between,), {"op": "bf16_gemm", "labels": labels}),
+        "plot_step_change": lambda: ((r.step_measured,), {"predicted": r.step_predicted}),
+        "plot_kernel_vs_e2e": lambda: ((analysis.kernel_vs_e2e(r.speedups, _seed_pair()),), {}),
+    }[name]()
+
+
+def _seed_pair():
+    common = {"engine": "sglang", "max_concurrency": 512, "successful_requests": 2560,
+              "total_input_tokens": 2621440, "total_output_tokens": 2621440}
+    return schema.frame("bench", [{**common, "label": "main", "autotune": False, "output_tok_s": 16225.25},
+                                  {**common, "label": "pr", "autotune": True, "output_tok_s": 18950.11}])
+
+
+@pytest.mark.parametrize("name", PLOTS)
+def test_every_plot_on_shipped_data(name, shipped):
+    fn = getattr(views, name)
+    params = inspect.signature(fn).parameters
+    assert "ax" in params and params["ax"].kind is inspect.Parameter.KEYWORD_ONLY
+    args, kwargs = _args(name, *shipped)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        fig = fn(*args, **kwargs)
+        assert isinstance(fig, Figure) and fig.axes
+        grid = Figure()
+        left, right = grid.subplots(1, 2)
+        assert fn(*args, **kwargs, ax=right) is grid
+    assert not left.has_data() and not left.texts
+    save(fig)
+
+
+def test_shipped_tactic_map_flags_the_slower_buckets(shipped):
+    data, r, labels = shipped
+    info = _tactic_map._tactic_map_info(r.speedups, op="fp8_gemm", labels=labels)
+    assert len(info.rows) == 10 and all(len(b) == 20 for b in info.buckets)
+    row = info.rows.index("fp8_gemm  llama3-8b o")
+    assert info.slower_than_default[row] == (32, 256, 512, 1536)
+
+
+# -- explorer -------------------------------------------------------------------------------------
+def test_explorer_drives_figure_card_and_table():
+    tables = profkit.load(DATA / "h200" / "fp8")
+    ex = views.explorer(tables)
+    assert ex.op.options == ("fp8_gemm",) and len(ex.shape.options) == 6
+    ex.shape.value = "N=4096 K=4096"
+    ex.bucket.value = 128
+    assert "WinnerCard fp8_gemm  bucket=128" in ex.card.value
+    assert "CublasFp8GemmRunner" in ex.table.value and "<table" in ex.table.value
+    assert ex.image.value[:4] == b"\x89PNG" and len(ex.figure.axes) == 2
+    assert ex.figure.axes[0].patches or ex.figure.axes[0].collections
+    ex.runner.value = "CudnnFp8GemmRunner"
+    assert "CublasFp8GemmRunner" not in ex.table.value.split("</thead>")[1]
+
+
+def test_explorer_without_ipywidgets_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)
+    with pytest.raises(ImportError, match=r"profkit\[notebook\]"):
+        views.explorer(profkit.Tables.empty())
