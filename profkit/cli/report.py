@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="directory of saved captures (default: the shipped data/h200)")
     parser.add_argument("--out", default="report", help="output directory (default: %(default)s)")
     parser.add_argument("--bench", action="append", default=[], metavar="FILE",
-                        help="engine result file to join (read with profkit.read_bench); repeat for a pair")
+                        help="engine result file to join (profkit.read_bench); repeat for a pair, baseline (autotune off, main) first")
     parser.add_argument("--only", default=None, metavar="NAMES",
                         help="comma-separated figure names to draw (default: all)")
     parser.add_argument("--formats", default="png,svg", help="figure formats, comma-separated (default: %(default)s)")

@@ -78,8 +78,8 @@ def collect(path: str | Path | None = None, *, bench: Sequence[str | Path] = ())
         path: the directory (default: the shipped ``data/h200``); every saved capture below it
             is loaded (``profkit.load``), with ``op_timings.parquet``, ``step.jsonl`` and
             ``provenance.json`` files where present.
-        bench: engine result files to add (read with ``profkit.read_bench``), e.g. an
-            autotune on/off pair of SGLang ``bench_serving`` outputs.
+        bench: engine result files to add (read with ``profkit.read_bench``, labelled by file
+            name), e.g. an autotune off/on pair of SGLang ``bench_serving`` outputs, baseline first.
 
     Returns:
         A :class:`ReportData`.
@@ -105,7 +105,8 @@ def collect(path: str | Path | None = None, *, bench: Sequence[str | Path] = ())
             captures[(str(rows["model"].iloc[0]), str(rows["dtype"].iloc[0]))] = str(run)
     step = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
     provenance = {str(p.parent.relative_to(root)): json.loads(p.read_text()) for p in sorted(root.rglob("provenance.json"))}
-    frames = [profkit.read_bench(str(b)) for b in bench]
+    # Label rows by file name so a pair stays apart; the first file is the baseline.
+    frames = [profkit.read_bench(str(b), label=Path(b).stem) for b in bench]
     bench_frame = pd.concat(frames, ignore_index=True) if frames else schema.empty("bench")
     return ReportData(tables=tables, op_timings=op_timings, step=step, bench=bench_frame, provenance=provenance,
                       step_captures=captures, root=root)
@@ -179,18 +180,31 @@ def analyse(data: ReportData) -> Results:
     cache_diff = _cache_diff(data, won)
     between = analysis.between_buckets(data.op_timings, speedups=speedups) if len(data.op_timings) else pd.DataFrame()
     measured, predicted = _step_change(data, t)
-    e2e = pd.DataFrame()
-    if len(data.bench):
-        serving = data.bench[data.bench["total_output_tokens"].notna().to_numpy(dtype=bool)]
-        if len(serving) >= 2:
-            try:
-                e2e = analysis.kernel_vs_e2e(speedups, serving)
-            except ProfkitError as exc:
-                warnings.warn(f"bench files given but no on/off pair found: {exc}", stacklevel=2)
+    e2e = _kernel_vs_e2e(data, speedups)
     return Results(noise=noise, winners=won, primary_runs=primary, speedups=speedups, breakdown=breakdown,
                    calls=calls, value=value, worth=worth, stability=stability, ranks=ranks, diff=diff,
                    diff_names=names, cache_diff=cache_diff, between=between, step_measured=measured,
                    step_predicted=predicted, e2e=e2e)
+
+
+def _kernel_vs_e2e(data: ReportData, speedups: pd.DataFrame) -> pd.DataFrame:
+    """Kernel speedups of the bench's model beside the serving pair (autotune off/on, else file order)."""
+    if data.bench.empty:
+        return pd.DataFrame()
+    serving = data.bench[data.bench["total_output_tokens"].notna().to_numpy(dtype=bool)]
+    if len(serving) < 2:
+        return pd.DataFrame()
+    flags = serving["autotune"].astype("boolean")
+    known = not flags.isna().any() and flags.nunique() == 2
+    pair = {} if known else {"baseline": str(serving["label"].iloc[0]), "treatment": str(serving["label"].iloc[1])}
+    model = str(serving["model"].dropna().iloc[0]).rsplit("/", 1)[-1] if serving["model"].notna().any() else ""
+    labels = shape_labels(data)
+    mine = speedups[speedups["shape"].map(lambda s: model in labels.get(s, "")).to_numpy(dtype=bool)] if model else speedups
+    try:
+        return analysis.kernel_vs_e2e(mine if len(mine) else speedups, serving, **pair)
+    except ProfkitError as exc:
+        warnings.warn(f"bench files given but no serving pair found: {exc}", stacklevel=2)
+        return pd.DataFrame()
 
 
 def _primary_runs(won: pd.DataFrame, runs: pd.DataFrame) -> list:
@@ -324,8 +338,10 @@ def figure_specs(data: ReportData, r: Results, labels: Mapping[str, str]) -> lis
                                 lambda: plot_step_change(r.step_measured, predicted=r.step_predicted)))
     if len(r.e2e):
         specs.append(FigureSpec("kernel_vs_e2e", "Kernel speedup beside end-to-end",
-                                "Weighted kernel speedups beside the serving pair's deltas.",
-                                lambda: plot_kernel_vs_e2e(r.e2e, labels=labels)))
+                                "Weighted kernel speedups (the captured GEMMs of the bench's model, where present) "
+                                "beside the serving pair's deltas. Kernels and serving may come from different GPUs "
+                                "and ops: read them side by side, not as cause and effect.",
+                                lambda: plot_kernel_vs_e2e(r.e2e, labels=labels, note=_e2e_note(data))))
     return specs
 
 
@@ -338,6 +354,12 @@ def _per_op(frame: pd.DataFrame, draw: Callable) -> Figure:
     for op, ax in zip(ops, axes):
         draw(frame[(frame["op"] == op).fillna(False).to_numpy(dtype=bool)] if op else frame, ax)
     return fig
+
+
+def _e2e_note(data: ReportData) -> str:
+    kernel_gpu = ", ".join(sorted(data.tables.runs["gpu"].dropna().unique()))
+    models = ", ".join(sorted(data.bench["model"].dropna().astype(str).unique())) if len(data.bench) else ""
+    return f"kernels captured on {kernel_gpu or '?'}; serving runs: {models or '?'} (GPU as the bench files say)"
 
 
 # -- pages ------------------------------------------------------------------------------------------
@@ -543,7 +565,9 @@ def _fmt(value) -> str:
     if isinstance(value, (float, np.floating)):
         if math.isinf(value):
             return "inf"
-        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.3e}"
+        if abs(value) >= 1e7:
+            return f"{value:.3e}"
+        return f"{value:.1f}" if abs(value) >= 1000 else f"{value:.4g}"
     return str(value)
 
 
