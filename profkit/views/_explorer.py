@@ -82,8 +82,8 @@ def _make_explorer(widgets):
             self.bucket = widgets.SelectionSlider(options=[0], description="bucket", continuous_update=False,
                                                   style=style, layout=widgets.Layout(width="420px"))
             self.image = widgets.Image(format="png", layout=widgets.Layout(width="100%"))
-            self.card = widgets.HTML()
-            self.table = widgets.HTML()
+            self.card = widgets.HTML(layout=widgets.Layout(width="60%", overflow="auto"))
+            self.table = widgets.HTML(layout=widgets.Layout(width="40%"))
             self.status = widgets.HTML()
             controls = widgets.HBox([self.op, self.shape, self.run, self.runner])
             super().__init__([widgets.HTML("<b>profkit explorer</b>: what FlashInfer's autotuner picked, and why"),
@@ -146,7 +146,8 @@ def _make_explorer(widgets):
                                 labels=self.labels, ax=left)
                 s = self.speedups[((self.speedups["op"] == op) & (self.speedups["shape"] == shape)
                                    & (self.speedups["run_id"] == run)).fillna(False).to_numpy(dtype=bool)]
-                plot_speedup(s, labels=self.labels, batch_sizes=[bucket], ax=right)
+                plot_speedup(s, labels=self.labels, ax=right)
+                right.axvline(bucket, color="#333333", linestyle="--", linewidth=0.9)
                 # Two panels side by side: short titles, legends inside the axes.
                 left.set_title(f"{op}  {self.labels.get(shape, shape)}: every candidate", fontsize=9)
                 left.legend(loc="upper right", fontsize=6.5)
@@ -162,7 +163,8 @@ def _make_explorer(widgets):
                 card = analysis.winner_card(self.candidates, op=op, bucket=bucket, shape=shape, run_id=run,
                                             k=self.k, tuning=self.tables.tuning, runs=self.tables.runs,
                                             noise=self.noise)
-                self.card.value = f"<pre style='font-size:11px;line-height:1.25'>{html.escape(repr(card))}</pre>"
+                self.card.value = ("<pre style='font-size:11px;line-height:1.25;white-space:pre;overflow-x:auto'>"
+                                   f"{html.escape(repr(card))}</pre>")
             except ProfkitError as exc:
                 self.card.value = ""
                 messages.append(str(exc))
