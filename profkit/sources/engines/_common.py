@@ -1,0 +1,392 @@
+"""Plumbing the engine readers share: inputs, value grammar, layout eras and the bench frame.
+
+An input (path, text, bytes or a list of them) becomes one :class:`Source` per file: its lines,
+split on ``\\n`` only so line numbers match an editor's, with the fixture header
+(``# source: / # note: / # command:``) marked off. Readers turn a source into row dicts and
+:func:`collect` turns those into the ``bench`` frame, warning about what it skipped and raising
+:class:`~profkit.errors.ParseError` when a source yields no row at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import math
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import pandas as pd
+
+from profkit import schema
+from profkit.errors import ParseError
+
+TEXT_NAME = "<text>"
+
+# Columns the engine readers add beside the bench table's own: (name, dtype, meaning).
+EXTRA_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("complete", "boolean", "the block's closing line (or the whole JSON record) was seen"),
+    ("unread_lines", "string", "lines inside the block that matched no known label, comma-separated"),
+    ("failed_requests", "Int64", "failed requests (vLLM >= 0.12)"),
+    ("num_prompts", "Int64", "prompts asked for (vLLM JSON)"),
+    ("total_input_text_tokens", "Int64", "text part of the input tokens (SGLang >= 0.5.4)"),
+    ("total_input_vision_tokens", "Int64", "vision part of the input tokens (SGLang >= 0.5.4)"),
+    ("total_output_tokens_retokenized", "Int64", "generated text re-encoded by the client tokenizer (SGLang)"),
+    ("peak_output_tok_s", "float64", "most output tokens (streamed chunks) in any 1 s bucket"),
+    ("peak_concurrent_requests", "Int64", "most requests in flight in any 1 s bucket"),
+    ("concurrency", "float64", "average requests in flight: sum of E2E latency / duration (SGLang)"),
+    ("accept_length", "float64", "speculative decoding: average accepted tokens per step"),
+    ("request_goodput", "float64", "requests per second meeting the --goodput SLOs"),
+    ("max_itl_ms", "float64", "largest inter-token latency (SGLang text only)"),
+    ("cache_hit_rate_pct", "float64", "prefix cache hit rate, --cache-report (SGLang >= 0.5.14 text)"),
+    *((f"std_{m}_ms", "float64", f"standard deviation of {m} (JSON only)") for m in ("ttft", "tpot", "itl", "e2e")),
+    ("dataset_name", "string", "benchmark dataset (SGLang JSONL)"),
+    ("random_input_len", "Int64", "--random-input-len (SGLang JSONL)"),
+    ("random_output_len", "Int64", "--random-output-len (SGLang JSONL)"),
+    ("attention_backend", "string", "server's attention backend (SGLang server_info)"),
+    ("engine_version", "string", "engine version (SGLang server_info)"),
+    ("metadata", "string", "user-given run metadata as JSON text (vLLM --metadata, SGLang --tag)"),
+    ("batch_size", "Int64", "static batch size (SGLang bench_one_batch)"),
+    ("prefill_latency_s", "float64", "prefill latency of the batch (bench_one_batch)"),
+    ("prefill_tok_s", "float64", "prefill throughput (bench_one_batch)"),
+    ("decode_latency_s", "float64", "median decode step latency (bench_one_batch)"),
+    ("decode_tok_s", "float64", "median decode throughput (bench_one_batch)"),
+    ("total_latency_s", "float64", "prefill + decode latency of the batch (bench_one_batch)"),
+    ("lm_eval_section", "string", "tasks or groups: the lm-eval table (or JSON key) the row is in"),
+    ("task_alias", "string", "lm-eval task alias (JSON)"),
+    ("task_depth", "Int64", "lm-eval subtask indentation depth (table)"),
+    ("task_version", "string", "lm-eval task version"),
+    ("n_shot", "Int64", "lm-eval few-shot count"),
+    ("higher_is_better", "boolean", "lm-eval: whether a larger metric value is better"),
+    ("base_url", "string", "lm-eval model_args base_url: the serving endpoint evaluated"),
+)
+
+_FIXTURE_HEADER = re.compile(r"^# (source|note|command): ")
+
+
+# -- input -------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """One input file (or text): its lines and where its payload starts.
+
+    Attributes:
+        name: path as given, or ``<text>``.
+        lines: physical lines without line ends; ``lines[i]`` is line ``i + 1``.
+        start: index of the first line after the fixture header run.
+        cut_line: number of the last line when the input does not end in a newline (it may
+            have been cut short), else None.
+    """
+
+    name: str
+    lines: tuple[str, ...]
+    start: int
+    cut_line: int | None
+
+    def payload(self) -> Iterator[tuple[int, str]]:
+        """(line number, text) of every line after the fixture header."""
+        for index in range(self.start, len(self.lines)):
+            yield index + 1, self.lines[index]
+
+    def header(self) -> Iterator[tuple[int, str]]:
+        """(line number, text) of the fixture header lines."""
+        for index in range(self.start):
+            yield index + 1, self.lines[index]
+
+    def first_text_line(self) -> int:
+        """Number of the first non-blank payload line (1 for an empty input)."""
+        return next((n for n, text in self.payload() if text.strip()), 1)
+
+
+def load_sources(path_or_text) -> list[Source]:
+    """Sources of a path, text, bytes, or a list of those; text must contain a line break."""
+    if isinstance(path_or_text, (list, tuple)):
+        if not path_or_text:
+            raise ParseError("no input given (an empty list)")
+        return [s for item in path_or_text for s in load_sources(item)]
+    if isinstance(path_or_text, (bytes, bytearray)):
+        return [_source(TEXT_NAME, _decode(bytes(path_or_text), TEXT_NAME))]
+    if isinstance(path_or_text, str) and ("\n" in path_or_text or path_or_text.lstrip().startswith("{")):
+        return [_source(TEXT_NAME, path_or_text)]
+    if isinstance(path_or_text, (str, os.PathLike)):
+        path = Path(path_or_text)
+        if path.is_dir():
+            raise ParseError("is a directory; pass the result files in it", path=str(path))
+        if not path.is_file():
+            raise ParseError("no such file (pass output text with its line breaks to read text)", path=str(path))
+        return [_source(str(path), _decode(_read_bytes(path), str(path)))]
+    raise ParseError(f"expected a path, text, bytes or a list of paths, found {type(path_or_text).__name__}")
+
+
+def _read_bytes(path: Path) -> bytes:
+    data = path.read_bytes()
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+def _decode(data: bytes, name: str) -> str:
+    """UTF-8 (or UTF-16 with a BOM); undecodable bytes become U+FFFD, with a warning."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return data.decode("utf-16", errors="replace")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        warnings.warn(f"{name}:{line}: not valid UTF-8 ({exc.reason}); undecodable bytes were replaced "
+                      "by U+FFFD and lines holding them are read as far as they go", stacklevel=4)
+        return data.decode("utf-8", errors="replace")
+
+
+def _source(name: str, text: str) -> Source:
+    lines = text.split("\n")
+    cut_line = None if text.endswith("\n") or not text else len(lines)
+    if text.endswith("\n"):
+        lines.pop()
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    start = 0
+    while start < len(lines) and _FIXTURE_HEADER.match(lines[start]):
+        start += 1
+    return Source(name=name, lines=tuple(lines), start=start, cut_line=cut_line)
+
+
+# -- values ------------------------------------------------------------------------------------
+# Engines print floats with .2f, so a float without exactly two decimals ("1022.") is a paste
+# cut inside the value. Only that format proves a value whole on a line that may be cut short.
+_TEXT_VALUE = {
+    "count": re.compile(r"\d{1,18}"),  # Int64 columns: longer counts are not values any engine prints
+    "float2": re.compile(r"-?\d+\.\d\d|-?inf|nan"),
+    "count_or_float2": re.compile(r"\d{1,18}(\.00)?"),  # vLLM prints Peak concurrent requests with .2f
+    "rate": re.compile(r"inf|\d+\.\d+|trace"),  # str(float); trace = --use-trace-timestamps
+    "cap": re.compile(r"\d{1,18}|not set|None"),
+    "percent": re.compile(r"\d+(\.\d+)?%"),
+    "word": re.compile(r"\S+"),
+}
+_NO_VALUE = ("not set", "None", "trace")  # no cap / pre-run "None" / --use-trace-timestamps
+_PROVEN_WHOLE = ("float2", "percent")
+
+
+def text_value(kind: str, text: str | None, *, maybe_cut: bool) -> tuple[bool, object]:
+    """(readable, value) of a printed value of ``kind``; a rate or cap of 'not set'/'None'/'trace' reads as None."""
+    if text is None or not _TEXT_VALUE[kind].fullmatch(text):
+        return False, None
+    if maybe_cut and kind not in _PROVEN_WHOLE:
+        return False, None
+    if kind == "word":
+        return True, text
+    if text in _NO_VALUE:
+        return True, None
+    if kind in ("count", "cap", "count_or_float2"):
+        return True, int(text.partition(".")[0])
+    return True, float(text.rstrip("%"))
+
+
+def json_value(kind: str, value) -> tuple[bool, object]:
+    """(readable, value) of a JSON value of ``kind``; null reads as None."""
+    if value is None:
+        return True, None
+    if kind == "str":
+        return isinstance(value, str), value if isinstance(value, str) else None
+    if isinstance(value, str):
+        value = {"inf": math.inf, "infinity": math.inf, "-inf": -math.inf, "nan": math.nan}.get(value.lower(), value)
+        if value == "trace" and kind == "rate":
+            return True, None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False, None
+    if kind == "int":
+        whole = isinstance(value, int) or value.is_integer()
+        return (True, int(value)) if whole and abs(value) < 2**63 else (False, None)
+    return (True, float(value)) if abs(value) < 2**1023 or not isinstance(value, int) else (False, None)
+
+
+# -- layout eras -------------------------------------------------------------------------------
+Version = tuple[int, int, int]
+
+
+def _version(text: str) -> Version:
+    parts = tuple(int(p) for p in text.split("."))
+    return (parts + (0, 0, 0))[:3]
+
+
+@dataclasses.dataclass(frozen=True)
+class Printed:
+    """The versions of a tool that write a label or key: always, only on a condition, or not.
+
+    Built from a spec such as ``"0.2.9-0.4.4, ?0.5.6-"``: each range is from a version (included)
+    to a version (excluded) or open-ended; a leading ``?`` marks a conditional range.
+    """
+
+    always: tuple[tuple[Version, Version | None], ...]
+    maybe: tuple[tuple[Version, Version | None], ...]
+
+    @classmethod
+    def parse(cls, spec: str) -> "Printed":
+        always, maybe = [], []
+        for part in (p.strip() for p in spec.split(",")):
+            target = maybe if part.startswith("?") else always
+            first, _, until = part.lstrip("?").partition("-")
+            target.append((_version(first), _version(until) if until else None))
+        return cls(tuple(always), tuple(maybe))
+
+    def at(self, version: Version) -> str:
+        """'always', 'maybe' or 'never': whether ``version`` writes it."""
+        def within(ranges):
+            return any(first <= version and (until is None or version < until) for first, until in ranges)
+        return "always" if within(self.always) else "maybe" if within(self.maybe) else "never"
+
+    def bounds(self) -> set[Version]:
+        return {v for first, until in self.always + self.maybe for v in (first, until) if v is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """A label (text) or key (JSON) a reader knows: the column it fills, its value kind, its era."""
+
+    column: str
+    kind: str
+    printed: Printed
+
+
+def fields(table: dict[str, tuple[str, str, str]]) -> dict[str, Field]:
+    """Build a label table from ``{label: (column, kind, printed spec)}``."""
+    return {label: Field(column, kind, Printed.parse(spec)) for label, (column, kind, spec) in table.items()}
+
+
+def expected_columns(seen: Iterable[Printed], layout: Iterable[Field]) -> list[str]:
+    """Columns that every tool version able to print all of ``seen`` writes unconditionally.
+
+    The seen labels narrow the versions (e.g. the ``Max reqeuest concurrency`` typo means
+    SGLang 0.4.0-0.4.6); absent labels never do, since blocks are often cut or abridged. When
+    the seen labels contradict each other (lines from two versions mixed), only the columns
+    every version writes are expected. Returned in layout order.
+    """
+    layout, seen = list(layout), list(seen)
+    points = sorted(set().union(*(f.printed.bounds() for f in layout)))
+    candidates = [v for v in points if all(p.at(v) != "never" for p in seen)] or points
+    order = list(dict.fromkeys(f.column for f in layout))
+    return [col for col in order
+            if all(any(f.column == col and f.printed.at(v) == "always" for f in layout) for v in candidates)]
+
+
+def missing_text(order: Iterable[str], expected: Iterable[str], present: Iterable[str],
+                 unreadable: Iterable[str]) -> str:
+    """Comma-separated columns, in ``order``, that are expected or unreadable and have no value."""
+    wanted, present = set(expected) | set(unreadable), set(present)
+    return ",".join(c for c in dict.fromkeys(order) if c in wanted and c not in present)
+
+
+# -- JSON records ------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """One JSON object: the line it starts on, the object, and its text."""
+
+    line: int
+    obj: dict
+    raw: str
+
+
+def json_records(source: Source, skipped: list[tuple[int, str]], *, only_json: bool) -> list[Record]:
+    """JSON objects of a source: one per line (JSONL), or indented documents opening on a lone ``{``/``[`` line.
+
+    Python's json reads the bare ``Infinity``/``NaN`` that SGLang's ``json.dumps`` writes.
+    Lines starting with ``{`` that do not parse are noted in ``skipped``; with ``only_json``
+    every other non-blank line is too.
+    """
+    payload = list(source.payload())
+    records, index = [], 0
+    while index < len(payload):
+        number, stripped = payload[index][0], payload[index][1].strip()
+        index += 1
+        if stripped in ("{", "["):  # json.dump(..., indent=...) of one document
+            found, used, error = _document(payload, index - 1)
+            records += found
+            index += used - 1
+            if error:
+                skipped.append(error)
+        elif stripped.startswith("{"):
+            try:
+                records += _records(json.loads(stripped), number, stripped)
+            except (ValueError, RecursionError) as exc:
+                skipped.append((number, f"not a whole JSON object ({exc})"))
+        elif stripped and only_json:
+            skipped.append((number, f"not JSON: {stripped[:60]!r}"))
+    return records
+
+
+def _document(payload: list[tuple[int, str]], index: int) -> tuple[list[Record], int, tuple | None]:
+    """Records of the document opening at ``payload[index]``, lines it used, and the error if any."""
+    first = payload[index][0]
+    text = "\n".join(t for _, t in payload[index:])
+    try:
+        doc, end = json.JSONDecoder().raw_decode(text, len(text) - len(text.lstrip()))
+    except json.JSONDecodeError as exc:
+        return [], 1, (first + exc.lineno - 1, f"JSON document cut or malformed: {exc.msg}")
+    except (ValueError, RecursionError) as exc:
+        return [], 1, (first, f"JSON document unreadable: {exc}")
+    return _records(doc, first, text[:end].strip()), text.count("\n", 0, end) + 1, None
+
+
+def _records(doc, line: int, text: str) -> list[Record]:
+    if isinstance(doc, dict):
+        return [Record(line, doc, text)]
+    if isinstance(doc, list):
+        return [Record(line, item, json.dumps(item)) for item in doc if isinstance(item, dict)]
+    return []
+
+
+def rows_of(items: Iterable, make_row: Callable, skipped: list[tuple[int, str]], why: str) -> list[dict]:
+    """``make_row`` of each block or record; those it returns None for are noted in ``skipped``."""
+    rows = []
+    for item in items:
+        row = make_row(item)
+        if row is None:
+            skipped.append((item.line, why))
+        else:
+            rows.append(row)
+    return rows
+
+
+# -- the frame ---------------------------------------------------------------------------------
+RowParser = Callable[[Source, list], list[dict]]
+
+
+def collect(path_or_text, *, label: str, parse: RowParser, what: str) -> pd.DataFrame:
+    """Read every source with ``parse`` into one bench frame (see ``read_bench``)."""
+    frames = []
+    for source in load_sources(path_or_text):
+        skipped: list[tuple[int, str]] = []
+        rows = sorted(parse(source, skipped), key=lambda r: r["line"])
+        if not rows:
+            raise _nothing_readable(source, what, skipped)
+        if skipped:
+            _warn_skipped(source, skipped)
+        for row in rows:
+            row["source"], row["label"] = source.name, label
+        frames.append(bench_frame(rows))
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+def bench_frame(rows: list[dict]) -> pd.DataFrame:
+    """The bench frame of ``rows``: the schema's columns, then :data:`EXTRA_COLUMNS` in order."""
+    required = schema.columns("bench")
+    frame = schema.frame("bench", ({name: row.get(name) for name in required} for row in rows))
+    extra = pd.DataFrame({name: pd.array([row.get(name) for row in rows], dtype=dtype)
+                          for name, dtype, _ in EXTRA_COLUMNS})
+    return pd.concat([frame, extra], axis=1)
+
+
+def _warn_skipped(source: Source, skipped: list[tuple[int, str]]) -> None:
+    shown = "; ".join(f"line {n}: {why}" for n, why in skipped[:5])
+    more = f" (and {len(skipped) - 5} more)" if len(skipped) > 5 else ""
+    warnings.warn(f"{source.name}: skipped {len(skipped)} unreadable item(s): {shown}{more}", stacklevel=4)
+
+
+def _nothing_readable(source: Source, what: str, skipped: list[tuple[int, str]]) -> ParseError:
+    if not any(t.strip() for _, t in source.payload()):
+        return ParseError(f"expected {what}, found no output (empty input)", path=source.name, line=1)
+    if skipped:
+        line, why = skipped[0]
+        return ParseError(f"expected {what}; nothing readable: {why}", path=source.name, line=line)
+    line = source.first_text_line()
+    return ParseError(f"expected {what}, found {source.lines[line - 1].strip()[:120]!r} and nothing else "
+                      "readable", path=source.name, line=line)
