@@ -137,11 +137,6 @@ def _wildcard_labels(frame: pd.DataFrame, profiles: pd.Series, wanted: set) -> d
     return out
 
 
-def fmt_tactic(runner: str | None, tactic: str | None) -> str:
-    """'Runner:tactic' with the common suffix 'GemmRunner' kept (names are FlashInfer's own)."""
-    return f"{runner}:{tactic}"
-
-
 def noise_band(gap_pct, noise_pct) -> np.ndarray:
     """True where a relative gap (percent) lies within the noise band (percent)."""
     gap = np.asarray(gap_pct, dtype=float)

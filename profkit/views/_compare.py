@@ -7,7 +7,6 @@ import math
 from typing import Mapping
 
 import matplotlib as mpl
-import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import functools
-import math
 import warnings
 from typing import Callable, Iterable, Mapping
 
 import matplotlib as mpl
-import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
@@ -175,11 +173,3 @@ def short_label(label: str, labels: Mapping[str, str] | None) -> str:
         return labels[label]
     return label
 
-
-def finite(values) -> np.ndarray:
-    arr = np.asarray(values, dtype=float)
-    return arr[np.isfinite(arr)]
-
-
-def nan_to_none(x):
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x

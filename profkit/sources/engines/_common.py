@@ -109,7 +109,7 @@ def load_sources(path_or_text) -> list[Source]:
     if isinstance(path_or_text, (bytes, bytearray)):
         return [_source(TEXT_NAME, _decode(bytes(path_or_text), TEXT_NAME))]
     if isinstance(path_or_text, str) and ("\n" in path_or_text or path_or_text.lstrip().startswith("{")):
-        return [_source(TEXT_NAME, path_or_text)]
+        return [_source(TEXT_NAME, _without_surrogates(path_or_text))]
     if isinstance(path_or_text, (str, os.PathLike)):
         path = Path(path_or_text)
         if path.is_dir():
@@ -136,6 +136,19 @@ def _decode(data: bytes, name: str) -> str:
         warnings.warn(f"{name}:{line}: not valid UTF-8 ({exc.reason}); undecodable bytes were replaced "
                       "by U+FFFD and lines holding them are read as far as they go", stacklevel=4)
         return data.decode("utf-8", errors="replace")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(text: str) -> str:
+    """Text with lone surrogates (from ``surrogateescape`` decoding) as U+FFFD: they cannot be stored."""
+    match = _SURROGATE.search(text)
+    if match is None:
+        return text
+    warnings.warn(f"{TEXT_NAME}:{text.count(chr(10), 0, match.start()) + 1}: lone surrogate characters "
+                  "replaced by U+FFFD", stacklevel=4)
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _source(name: str, text: str) -> Source:
