@@ -537,7 +537,7 @@ ALL_TEXTS = {name: text(name) for name in SAMPLES}
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _COMPOSED = {"engine", "format", "source", "label", "missing", "raw", "unread_lines", "metric", "metadata",
              "lm_eval_section", "line", "task_depth", "complete", "autotune", "higher_is_better"}
-FAST = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _read(data, **kwargs) -> pd.DataFrame | None:
