@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from profkit import schema
 from profkit.errors import ParseError, ProfkitError
-from profkit.sources.engines import (EXTRA_COLUMNS, FORMATS, read_bench, read_lmeval_json, read_lmeval_table,
+from profkit.sources.engines import (EXTRA_COLUMNS, FORMATS, read_bench, read_step, read_lmeval_json, read_lmeval_table,
                                      read_sglang_jsonl, read_sglang_one_batch, read_sglang_text, read_vllm_json,
                                      read_vllm_text)
 
@@ -89,7 +89,7 @@ SAMPLES = {
 }
 EXPLICIT = {"sglang-text": read_sglang_text, "sglang-jsonl": read_sglang_jsonl,
             "sglang-one-batch": read_sglang_one_batch, "vllm-text": read_vllm_text, "vllm-json": read_vllm_json,
-            "lm-eval-table": read_lmeval_table, "lm-eval-json": read_lmeval_json}
+            "lm-eval-table": read_lmeval_table, "lm-eval-json": read_lmeval_json, "profkit-step": read_step}
 
 
 def test_every_engine_sample_is_shipped_and_listed():

@@ -10,6 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
+import profkit
 from profkit import models, schema
 from profkit.analysis.step import break_even, linear_deltas, measured_step_change, predict_step_change
 from conftest import DATA
@@ -89,8 +90,9 @@ def test_slower_than_untuned_is_flagged():
 
 
 def test_shipped_step_results_are_real_and_complete():
-    rows = [json.loads(line) for f in sorted((DATA / "h200" / "step").glob("*/step.jsonl")) for line in open(f)]
-    bench = pd.DataFrame(rows)
+    files = sorted((DATA / "h200" / "step").glob("*/step.jsonl"))
+    bench = profkit.read_bench(files)  # the same reader as engine results
+    assert len(bench) == sum(1 for f in files for _ in open(f)) and (bench["engine"] == "profkit-step").all()
     assert set(bench["model"]) == {"llama3-8b", "qwen2.5-32b"} and set(bench["dtype"]) == {"bf16", "fp8"}
     assert set(bench["state"]) == {"untuned", "tuned", "cache", "torch"} and set(bench["phase"]) == {"decode", "prefill"}
     assert (bench.groupby(["model", "dtype", "phase", "tokens", "state"]).size() == 3).all()

@@ -96,9 +96,7 @@ def collect(path: str | Path | None = None, *, bench: Sequence[str | Path] = ())
         "op_timings")
     steps, captures = [], {}
     for p in sorted(root.rglob("step.jsonl")):
-        rows = pd.read_json(p, lines=True)
-        if rows.empty:
-            continue
+        rows = profkit.read_bench(p, format="profkit-step")
         steps.append(rows.assign(source=str(p.parent.relative_to(root))))
         if (p.parent / "capture" / "runs.parquet").is_file() and {"model", "dtype"} <= set(rows.columns):
             run = pd.read_parquet(p.parent / "capture" / "runs.parquet")["run_id"].iloc[0]

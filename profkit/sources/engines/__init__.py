@@ -12,11 +12,11 @@ from collections import Counter
 import pandas as pd
 
 from profkit.errors import ProfkitError
-from profkit.sources.engines import _serving, lmeval, sglang, vllm
+from profkit.sources.engines import _serving, lmeval, sglang, step, vllm
 from profkit.sources.engines._common import EXTRA_COLUMNS, Source, collect, json_records
 
 __all__ = ["EXTRA_COLUMNS", "FORMATS", "read_bench", "read_lmeval_json", "read_lmeval_table", "read_sglang_jsonl",
-           "read_sglang_one_batch", "read_sglang_text", "read_vllm_json", "read_vllm_text"]
+           "read_sglang_one_batch", "read_sglang_text", "read_step", "read_vllm_json", "read_vllm_text"]
 
 # format -> (reader of one source, what it expects, for error messages)
 _READERS = {
@@ -27,6 +27,7 @@ _READERS = {
     "vllm-json": (vllm.json_rows, "vLLM bench serve --save-result JSON records"),
     "lm-eval-table": (lmeval.table_rows, "an lm-eval results table (|Tasks|Version|...|Metric|...|Value|...|)"),
     "lm-eval-json": (lmeval.json_rows, "an lm-eval results JSON (with a 'results' object)"),
+    "profkit-step": (step.json_rows, "profkit step results (step.jsonl)"),
 }
 FORMATS = tuple(_READERS)
 _ANY = ("an SGLang or vLLM 'Serving Benchmark Result' block, an SGLang bench_one_batch 'Benchmark ...' pass, "
@@ -126,6 +127,11 @@ def read_lmeval_json(path_or_text, *, label: str = "") -> pd.DataFrame:
     return read_bench(path_or_text, format="lm-eval-json", label=label)
 
 
+def read_step(path_or_text, *, label: str = "") -> pd.DataFrame:
+    """Read ``profkit step`` results (``step.jsonl``); see :func:`read_bench`."""
+    return read_bench(path_or_text, format="profkit-step", label=label)
+
+
 # -- auto-detection ----------------------------------------------------------------------------
 def _any_rows(source: Source, skipped: list) -> list[dict]:
     """Every result of a source, whatever its format."""
@@ -159,8 +165,9 @@ def _block_engine(block: _serving.Block) -> str | None:
 def _json_rows(source: Source, skipped: list) -> list[dict]:
     records = json_records(source, skipped, only_json=False)
     results = [r for r in records if lmeval.is_results(r.obj)]
-    serving = [r for r in records if not lmeval.is_results(r.obj)]
-    rows = [row for r in results for row in lmeval.record_rows(r)]
+    steps = [r for r in records if step.is_step(r)]
+    serving = [r for r in records if not lmeval.is_results(r.obj) and not step.is_step(r)]
+    rows = [row for r in results for row in lmeval.record_rows(r)] + [step.record_row(r) for r in steps]
     for record, engine in zip(serving, _decide([_vote(len(_SGLANG_KEYS & set(r.obj)), len(_VLLM_KEYS & set(r.obj)))
                                                 for r in serving])):
         row = None if engine is None else _ENGINES[engine].record_row(record)

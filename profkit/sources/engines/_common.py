@@ -62,6 +62,22 @@ EXTRA_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("n_shot", "Int64", "lm-eval few-shot count"),
     ("higher_is_better", "boolean", "lm-eval: whether a larger metric value is better"),
     ("base_url", "string", "lm-eval model_args base_url: the serving endpoint evaluated"),
+    # profkit step (profkit/bench/step.py) results
+    ("dtype", "string", "profkit step: GEMM dtype, bf16 or fp8"),
+    ("phase", "string", "profkit step: decode or prefill"),
+    ("tokens", "Int64", "profkit step: tokens in the step (decode batch, prefill chunk): the GEMMs' M"),
+    ("state", "string", "profkit step: untuned, tuned, cache or torch"),
+    ("step_ms", "float64", "profkit step: time of one step (median of graph replays)"),
+    ("repetition", "Int64", "profkit step: repetition index"),
+    ("layers", "Int64", "profkit step: decoder layers built"),
+    ("kv_len", "Int64", "profkit step: KV cache length per sequence in decode"),
+    ("attention", "string", "profkit step: attention implementation"),
+    ("tuning_s", "float64", "profkit step: wall seconds of the tuning pass (state tuned)"),
+    ("flags", "string", "profkit step: FlashInfer private switches set for the run"),
+    ("error", "string", "profkit step: why a size was not timed; empty when it was"),
+    ("run_id", "string", "profkit step: profkit run id of the process"),
+    *((name, "string", f"profkit step provenance: {name}") for name in (
+        "gpu", "driver", "cuda", "torch", "flashinfer", "cudnn", "cublas", "host", "command")),
 )
 
 _FIXTURE_HEADER = re.compile(r"^# (source|note|command): ")
