@@ -252,13 +252,14 @@ def test_weighted_speedup_and_kernel_vs_e2e():
     c = cands({"profile": "((512, 64), (64, 32))", "bucket": 512, "runner": "A", "tactic": "0", "time_ms": 0.010},
               {"profile": "((512, 64), (64, 32))", "bucket": 512, "runner": "A", "tactic": "-1", "time_ms": 0.012,
                "source": "default"},
-              {"profile": "((4096, 64), (64, 32))", "bucket": 4096, "runner": "A", "tactic": "0", "time_ms": 0.040},
+              {"profile": "((4096, 64), (64, 32))", "bucket": 4096, "runner": "A", "tactic": "0", "time_ms": 0.020},
               {"profile": "((4096, 64), (64, 32))", "bucket": 4096, "runner": "A", "tactic": "-1", "time_ms": 0.040,
                "source": "default"})
     s = analysis.speedup_vs_default(c)
     w = analysis.weighted_speedup(s, analysis.engine_batches(serving_pair().iloc[[1]], prefill_chunk=8192))
     assert w["phase"].tolist() == ["decode", "prefill", "total"]
     assert w["bucket"].tolist()[:2] == [512, 4096] and w["clamped"].tolist() == [False, True, True]
+    assert w["speedup"].iloc[1] == 1.0  # M=8192 is beyond the tuned range: the default runs, bucket 4096's 2x is not had
     decode_w, prefill_w = 5120 * 0.012, 320 * 0.040 * 2
     assert w["speedup"].iloc[2] == pytest.approx((decode_w + prefill_w) / (decode_w / 1.2 + prefill_w))
     k = analysis.kernel_vs_e2e(s, serving_pair(), prefill_chunk=8192)

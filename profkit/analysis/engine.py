@@ -4,7 +4,7 @@ The join is an estimate and says so: a decode step calls each linear layer once 
 number of running requests (about the benchmark's concurrency); a prefill step with M = the
 prompt tokens batched together (batch x input length, capped by the engine's chunked-prefill
 size). FlashInfer maps M to a bucket; the GEMM ops of 0.7.2 round up to the next bucket (M=333
-ran the 512 bucket in the H200 op timings) and clamp at the largest.
+ran the 512 bucket in the H200 op timings); beyond the largest tuned bucket the default runs.
 """
 
 from __future__ import annotations
@@ -110,7 +110,9 @@ def weighted_speedup(speedups: pd.DataFrame, batches: pd.DataFrame, *, round_up:
     """Weight per-bucket kernel speedups by the buckets a serving run hits.
 
     Each phase's weight is the default kernel time it spends: ``calls x default_ms x m / bucket``
-    (the bucket's time scaled to the real M, which matters when M clamps to the largest bucket).
+    (the bucket's time scaled to the real M, which matters when M is beyond the largest bucket).
+    Beyond the largest tuned bucket FlashInfer's GEMMs map M to a bucket that was never tuned and
+    run the default, so such a phase counts with speedup 1 (``clamped``).
     A "total" row per (label, op, shape) combines the phases:
     ``sum(weight) / sum(weight / speedup)``.
 
@@ -141,11 +143,13 @@ def weighted_speedup(speedups: pd.DataFrame, batches: pd.DataFrame, *, round_up:
             for _, p in phases.iterrows():
                 m = int(p["m"])
                 bucket = int(assign_bucket(m, edges, round_up=round_up)[0])
-                d, t = table.loc[bucket, "default_ms"], table.loc[bucket, "time_ms"]
+                clamped = m > edges.max()
+                d = table.loc[bucket, "default_ms"]
+                t = d if clamped else table.loc[bucket, "time_ms"]  # untuned beyond the tuned range
                 scale = m / bucket
                 weight = float(p["calls"]) * d * scale
                 parts.append({"label": label, "op": op, "shape": shape, "phase": p["phase"], "m": m,
-                              "bucket": bucket, "clamped": m > edges.max(), "calls": float(p["calls"]),
+                              "bucket": bucket, "clamped": clamped, "calls": float(p["calls"]),
                               "default_ms": d, "time_ms": t, "speedup": d / t, "weight": weight,
                               "saved_ms": float(p["calls"]) * scale * (d - t)})
             if parts:

@@ -20,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="directory of saved captures (default: the shipped data/h200)")
     parser.add_argument("--out", default="report", help="output directory (default: %(default)s)")
     parser.add_argument("--bench", action="append", default=[], metavar="FILE",
-                        help="engine result file to join (profkit.read_bench); repeat for a pair, baseline (autotune off, main) first")
+                        help="engine result file to join (profkit.read_bench); repeat for a pair, baseline "
+                             "(autotune off, main) first; default with no DATA: the shipped SGLang PR #12306 pair")
     parser.add_argument("--only", default=None, metavar="NAMES",
                         help="comma-separated figure names to draw (default: all)")
     parser.add_argument("--formats", default="png,svg", help="figure formats, comma-separated (default: %(default)s)")
@@ -31,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from profkit.views import report
 
-    data = report.collect(args.data, bench=args.bench)
+    # With no data given, the shipped H200 captures meet the shipped public serving pair.
+    bench = args.bench or (report.shipped_bench() if args.data is None else [])
+    data = report.collect(args.data, bench=bench)
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     written = report.build_report(data, args.out, formats=[f.strip() for f in args.formats.split(",") if f.strip()],
                                   only=only, index=not args.no_index, progress=not args.no_progress)

@@ -45,7 +45,7 @@ def _kernel_e2e_info(frame: pd.DataFrame, *, metrics=None, labels: Mapping[str, 
         if r.kind == "kernel":
             op, _, shape = str(r.metric).partition(" ")
             names.append(f"kernel {op} {short_label(shape, labels)}")
-            values.append(f"{r.treatment:.3g} vs {r.baseline:.3g} ms/layer")
+            values.append(f"{r.treatment:.3g} vs {r.baseline:.3g} ms per layer over the run")
         else:
             names.append(_METRIC_NAMES.get(r.metric, r.metric))
             values.append(f"{r.treatment:.4g} vs {r.baseline:.4g} {r.unit}")

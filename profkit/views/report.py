@@ -44,6 +44,12 @@ def shipped_data() -> Path:
     return Path(__file__).resolve().parents[2] / "data" / "h200"
 
 
+def shipped_bench() -> list[Path]:
+    """The public autotune off/on serving pair shipped with the data (SGLang PR #12306), baseline first."""
+    pair = Path(__file__).resolve().parents[2] / "data" / "engines" / "sglang_pr12306"
+    return [pair / "seed_sglang_pr12306_autotune_main.txt", pair / "seed_sglang_pr12306_autotune_pr.txt"]
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class ReportData:
     """Everything the report reads.
