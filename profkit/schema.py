@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
+import warnings
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -228,12 +230,14 @@ class Tables:
         winners: one row per (run, call, op, profile): FlashInfer's own decision.
         tuning: one row per tuning call (kind=call) and per profiled bucket (kind=profile).
         runs: one row per run: environment provenance (GPU, driver, CUDA, versions, command).
+        problems: files :func:`load` could not read and skipped, as ``"<file>: <reason>"``.
     """
 
     candidates: pd.DataFrame
     winners: pd.DataFrame
     tuning: pd.DataFrame
     runs: pd.DataFrame
+    problems: tuple[str, ...] = ()
 
     def __post_init__(self):
         for table in TABLES:
@@ -273,6 +277,8 @@ class Tables:
             f"  winners    {len(self.winners):>7} rows\n"
             f"  tuning     {len(self.tuning):>7} rows\n"
             f"  ops        {', '.join(ops) or '-'}"
+            + (f"\n  WARNING: {len(self.problems)} file(s) could not be read and were skipped; see .problems"
+               if self.problems else "")
         )
 
 
@@ -281,33 +287,117 @@ def concat(parts: Iterable[Tables]) -> Tables:
     parts = list(parts)
     if not parts:
         return Tables.empty()
-    return Tables(**{t: pd.concat([getattr(p, t) for p in parts], ignore_index=True) for t in TABLES})
+    return Tables(**{t: pd.concat([getattr(p, t) for p in parts], ignore_index=True) for t in TABLES},
+                  problems=tuple(problem for p in parts for problem in p.problems))
+
+
+# A `profkit capture --out DIR` directory holds one folder per process, named by host, pid and
+# rank, and inside it numbered generations; the writer renames a finished `.gen-<n>.tmp` to
+# `gen-<n>` and then deletes the older ones, so a reader never sees a half-written generation.
+_GENERATION = r"gen-(\d+)"
+_PROCESS_DIR = r"(?P<host>.+)-pid(?P<pid>\d+)(?:-rank(?P<rank>\d+))?(?:\.\d+)?"
+
+
+def process_dir_name(host: str, pid: int, rank: int | None) -> str:
+    """Folder name of one process's capture under a ``profkit capture`` directory."""
+    return f"{host}-pid{pid}" + ("" if rank is None else f"-rank{rank}")
+
+
+def generation_name(number: int) -> str:
+    """Folder name of one complete generation of a process's capture."""
+    return f"gen-{number:06d}"
 
 
 def load(path: str | os.PathLike) -> Tables:
-    """Read tables written by :meth:`Tables.save`.
+    """Read tables written by :meth:`Tables.save` or by ``profkit capture``.
 
     ``path`` is one saved capture directory, or a directory whose subdirectories are captures
-    (e.g. repeated runs); those are stacked into one Tables.
+    (e.g. repeated runs), or a ``profkit capture --out`` directory, where each
+    ``<host>-pid<pid>-rank<rank>/`` folder holds one process's capture: its newest complete
+    generation is read and its rows get ``host``, ``pid`` and ``rank`` columns (from the tables,
+    else from the folder name). Everything found is stacked into one Tables.
+
+    A file that cannot be read (partial, corrupt, missing, not a profkit table) is skipped: a
+    warning names it, and ``tables.problems`` lists each as ``"<file>: <reason>"`` (empty when
+    all was read).
 
     Raises:
         ProfkitError: when ``path`` holds no capture.
     """
     path = Path(path)
-    if (path / "runs.parquet").is_file():
-        return _load_one(path)
-    subdirs = sorted(p.parent for p in path.rglob("runs.parquet")) if path.is_dir() else []
-    if not subdirs:
-        raise ProfkitError(f"{path}: no profkit capture here (expected runs.parquet in it or its subdirectories)")
-    return concat(_load_one(p) for p in subdirs)
+    units = _find_captures(path)
+    if not units:
+        raise ProfkitError(f"{path}: no profkit capture here (expected runs.parquet, or gen-<n> folders of "
+                           "`profkit capture`, in it or its subdirectories)")
+    tables = concat(part for part in map(_load_one, units) if part is not None)
+    if tables.problems:
+        warnings.warn(f"profkit.load({str(path)!r}): skipped {len(tables.problems)} unreadable file(s); "
+                      f"the rest was read: {'; '.join(tables.problems)}", stacklevel=2)
+    return tables
 
 
-def _load_one(path: Path) -> Tables:
-    frames = {}
+def _find_captures(path: Path) -> list[Path]:
+    """Capture folders under ``path``: ones holding table files, or gen-<n> folders (one process)."""
+    if not path.is_dir():
+        return []
+    found = []
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))  # .tmp: writes in progress
+        if any(re.fullmatch(_GENERATION, d) for d in dirnames) or any(f"{t}.parquet" in filenames for t in TABLES):
+            found.append(Path(dirpath))
+            dirnames[:] = []
+    return sorted(found)
+
+
+def _load_one(path: Path) -> Tables | None:
+    """One capture folder: a saved Tables, or a process folder (its newest generation)."""
+    for _ in range(5):  # the writer may replace the newest generation while it is being read
+        generations = sorted(((int(m.group(1)), p) for p in path.iterdir() if p.is_dir()
+                              and (m := re.fullmatch(_GENERATION, p.name))), reverse=True)
+        try:
+            if not generations:
+                return _read_tables(path)
+            return _with_process_columns(_read_tables(generations[0][1]), path.name)
+        except FileNotFoundError:
+            continue
+    return dataclasses.replace(Tables.empty(), problems=(f"{path}: its newest generation kept being replaced "
+                                                          "while read; skipped",))
+
+
+def _read_tables(path: Path) -> Tables:
+    """The four tables of one folder, an unreadable file replaced by an empty table and reported."""
+    frames, problems = {}, []
     for table in TABLES:
         file = path / f"{table}.parquet"
-        frames[table] = pd.read_parquet(file) if file.is_file() else empty(table)
-    return Tables(**frames)
+        try:
+            frames[table] = conform(pd.read_parquet(file), table)
+        except FileNotFoundError:
+            if not path.is_dir():
+                raise  # a generation deleted under us: the caller reads the newer one
+            problems.append(f"{file}: missing")
+            frames[table] = empty(table)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is reported by name, never fatal
+            first_line = str(exc).splitlines()[0] if str(exc) else ""
+            problems.append(f"{file}: {type(exc).__name__}: {first_line}")
+            frames[table] = empty(table)
+    return Tables(**frames, problems=tuple(problems))
+
+
+def _with_process_columns(tables: Tables, name: str) -> Tables:
+    """Fill host, pid and rank in every table from a process folder's name where rows lack them."""
+    match = re.fullmatch(_PROCESS_DIR, name)
+    if match is None:
+        return tables
+    from_name = {"host": match["host"], "pid": int(match["pid"]), "rank": int(match["rank"]) if match["rank"] else None}
+    frames = {}
+    for table in TABLES:
+        df = getattr(tables, table).copy()
+        for column, value in from_name.items():
+            series = df[column] if column in df.columns else pd.Series([None] * len(df), index=df.index)
+            series = series.astype("object").where(series.notna(), value)
+            df[column] = series.astype("string") if column == "host" else pd.to_numeric(series).astype("Int64")
+        frames[table] = df
+    return Tables(**frames, problems=tables.problems)
 
 
 def tactic_text(value) -> str:

@@ -14,7 +14,7 @@ import sys
 from profkit.errors import ProfkitError
 
 # Subcommand modules, in the order `profkit --help` lists them.
-SUBCOMMANDS = ("report", "step", "parse")
+SUBCOMMANDS = ("report", "capture", "parse", "step")
 
 
 def build_parser() -> argparse.ArgumentParser:

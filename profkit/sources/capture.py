@@ -30,7 +30,7 @@ from typing import Any
 
 from profkit import schema
 from profkit.errors import ProfkitError
-from profkit.sources.env import collect_env, new_run_id, rank_from_env
+from profkit.sources.env import collect_env, current_rank, new_run_id, utc_now
 from profkit.sources.hooks import Hook, HookSet
 from profkit.sources.recorder import (CallFrame, Candidate, ProfileWindow, RowBuilder, candidate_status,
                                       error_text, timing_text)
@@ -389,7 +389,7 @@ class Capture:
     """
 
     def __init__(self, *, tune: bool = False, cache: str | None = None, time_default: bool = True,
-                 run_id: str | None = None, on_call_end=None):
+                 run_id: str | None = None, on_call_end=None, defer_env: bool = False):
         self.tune = tune
         self.cache = cache
         self.time_default = time_default
@@ -397,13 +397,17 @@ class Capture:
         self.problems: list[str] = []
         self._rows: dict[str, list[dict]] = {"candidates": [], "winners": [], "tuning": []}
         self._env: dict | None = None
+        self._started_at: str | None = None
+        self._defer_env = defer_env
         self._autotune = None
         self._on_call_end_hook = on_call_end
 
     def __enter__(self) -> "Capture":
         _RECORDER.open(self)
+        self._started_at = utc_now()
         try:
-            self._env = collect_env(self.run_id)
+            if not self._defer_env:
+                self._env = collect_env(self.run_id, started_at=self._started_at)
             if self.tune:
                 import flashinfer
 
@@ -421,6 +425,17 @@ class Capture:
         finally:
             _RECORDER.close(self)
 
+    def row_count(self) -> int:
+        """Rows recorded so far, all tables together."""
+        return sum(len(rows) for rows in self._rows.values())
+
+    def restart(self) -> None:
+        """Forget the rows recorded so far and start a new run (a forked child's own capture)."""
+        self.run_id = new_run_id()
+        self._rows = {table: [] for table in self._rows}
+        self._env = None
+        self._started_at = utc_now()
+
     def _on_call_end(self) -> None:
         if self._on_call_end_hook is not None:
             self._on_call_end_hook(self)
@@ -428,13 +443,14 @@ class Capture:
     # -- results -----------------------------------------------------------------------------
     def tables(self) -> schema.Tables:
         """The rows recorded so far as profkit Tables (also inside the ``with`` block)."""
-        rank = rank_from_env()
+        rank = current_rank()
         frames = {}
         for table, rows in self._rows.items():
             stamped = [{**row, "run_id": self.run_id, "rank": rank} for row in list(rows)]
             frames[table] = schema.frame(table, stamped)
-        env = self._env or collect_env(self.run_id)
-        frames["runs"] = schema.frame("runs", [env])
+        if self._env is None:  # deferred: probing CUDA at entry would break a process that forks later
+            self._env = collect_env(self.run_id, started_at=self._started_at)
+        frames["runs"] = schema.frame("runs", [self._env])
         return schema.Tables(**frames)
 
     @property

@@ -17,8 +17,19 @@ def new_run_id() -> str:
     return f"{now}-{uuid.uuid4().hex[:6]}"
 
 
-def rank_from_env() -> int | None:
-    """The process's rank from RANK / LOCAL_RANK, as launchers set them; None when unset."""
+def current_rank() -> int | None:
+    """The process's rank: torch.distributed's once initialised, else RANK / LOCAL_RANK; None if unknown.
+
+    Engines that spawn their own workers (SGLang's TP ranks) set no RANK variable but initialise
+    torch.distributed before tuning; torchrun sets RANK before anything starts. torch is only
+    looked up, never imported, so this is cheap in processes that do not use it.
+    """
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
+            return int(torch.distributed.get_rank())
+    except Exception:  # noqa: BLE001 - a half-initialised process group: fall back to the launcher's variables
+        pass
     for name in ("RANK", "LOCAL_RANK"):
         value = os.environ.get(name, "")
         if value.isdigit():
@@ -26,15 +37,20 @@ def rank_from_env() -> int | None:
     return None
 
 
-def collect_env(run_id: str, *, source_kind: str = "capture") -> dict:
+def utc_now() -> str:
+    """The current UTC time as ISO-8601 text, to the second."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def collect_env(run_id: str, *, source_kind: str = "capture", started_at: str | None = None) -> dict:
     """Everything known about this process's software and hardware, as strings (missing = None)."""
     env = {
         "run_id": run_id,
         "source_kind": source_kind,
         "host": socket.gethostname(),
         "pid": str(os.getpid()),
-        "rank": _str(rank_from_env()),
-        "started_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "rank": _str(current_rank()),
+        "started_at": started_at or utc_now(),
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "python": platform.python_version(),
         "profkit": _dist_version("profkit"),

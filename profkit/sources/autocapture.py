@@ -1,0 +1,149 @@
+"""Capture a whole program tree with no code change: ``profkit capture -- CMD`` or ``PROFKIT_CAPTURE``.
+
+Engines call ``flashinfer.autotune()`` themselves, in worker processes they spawn, so nobody can
+wrap them in ``with profkit.capture():``. Instead (as coverage.py measures subprocesses) every
+Python process started with this module's environment runs a start-up hook
+(``_bootstrap/sitecustomize.py``) that waits for FlashInfer's import and only then opens a
+process-lifetime :class:`~profkit.sources.capture.Capture`. After every tuning call ends, the
+process's tables are written as a new numbered generation under
+``<out>/<host>-pid<pid>[-rank<rank>]/``, atomically (a finished temporary folder is renamed),
+so a server that is killed or never exits still leaves every finished call on disk.
+:func:`profkit.load` reads such a directory. Processes that never import FlashInfer, or never
+tune, write nothing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import shutil
+import socket
+import sys
+import sysconfig
+import threading
+from pathlib import Path
+
+from profkit import schema
+from profkit.sources.capture import Capture
+from profkit.sources.env import current_rank
+
+ENV_DIR = "PROFKIT_CAPTURE"  # where each process writes; setting it is what turns capture on
+ENV_TIME_DEFAULT = "PROFKIT_CAPTURE_TIME_DEFAULT"  # "0": do not time the default tactic
+BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
+PTH_NAME = "profkit-capture.pth"
+
+
+def child_environment(out: str | os.PathLike, *, time_default: bool = True, base: dict | None = None) -> dict:
+    """The environment under which every Python process started captures into ``out``.
+
+    ``PYTHONPATH`` gets the bootstrap folder first, so its ``sitecustomize`` runs before any
+    other (which it then runs in turn); the start-up hook keeps it first for grandchildren.
+    """
+    env = dict(os.environ if base is None else base)
+    env[ENV_DIR] = os.path.abspath(out)
+    env[ENV_TIME_DEFAULT] = "1" if time_default else "0"
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(BOOTSTRAP_DIR)]
+    env["PYTHONPATH"] = os.pathsep.join([str(BOOTSTRAP_DIR), *rest])
+    return env
+
+
+def pth_text() -> str:
+    """A ``.pth`` line that, when PROFKIT_CAPTURE is set, puts the bootstrap folder first on sys.path.
+
+    site.py runs ``import`` lines of .pth files before it imports ``sitecustomize``, so the
+    bootstrap's sitecustomize is the one found; with the variable unset the line costs one lookup.
+    """
+    return (f"import os, sys; os.environ.get({ENV_DIR!r}) and sys.path.insert(0, {str(BOOTSTRAP_DIR)!r})\n")
+
+
+def install_pth(site_dir: str | os.PathLike | None = None) -> Path:
+    """Write :func:`pth_text` into ``site_dir`` (default: this interpreter's site-packages); return its path."""
+    target = Path(site_dir or sysconfig.get_paths()["purelib"]) / PTH_NAME
+    target.write_text(pth_text())
+    return target
+
+
+class ProcessWriter:
+    """Writes one process's tables under ``out`` as numbered generations, each one atomically."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.folder: Path | None = None
+        self.generation = 0
+        self.lock = threading.Lock()
+
+    def write(self, tables: schema.Tables) -> Path:
+        with self.lock:
+            folder = self._folder()
+            self.generation += 1
+            final = folder / schema.generation_name(self.generation)
+            tmp = folder / f".{final.name}.tmp"  # readers skip dot folders
+            tables.save(tmp)
+            os.rename(tmp, final)
+            # Keep the previous generation too: a reader that listed it just now can still open it.
+            previous = schema.generation_name(self.generation - 1)
+            for older in folder.iterdir():
+                if older.name not in (final.name, previous) and not older.name.startswith("."):
+                    shutil.rmtree(older, ignore_errors=True)
+            return final
+
+    def _folder(self) -> Path:
+        """This process's folder, named at its first write (by then torch.distributed knows the rank)."""
+        if self.folder is None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            name = schema.process_dir_name(socket.gethostname(), os.getpid(), current_rank())
+            for n in itertools.count():  # a pid reused by an earlier process of the same run
+                folder = self.out / (name if n == 0 else f"{name}.{n}")
+                try:
+                    folder.mkdir()
+                    break
+                except FileExistsError:
+                    continue
+            self.folder = folder
+        return self.folder
+
+
+class _ProcessCapture:
+    """The capture of this process and where it goes; restarted in a forked child."""
+
+    def __init__(self, out: Path, time_default: bool):
+        self.out = out
+        self.writer = ProcessWriter(out)
+        self.written_rows = 0
+        self.capture = Capture(time_default=time_default, on_call_end=self.flush, defer_env=True)
+
+    def flush(self, capture: Capture | None = None) -> None:
+        """Write a new generation if rows were added since the last one; never raise into the program."""
+        rows = self.capture.row_count()
+        if rows == self.written_rows:
+            return
+        try:
+            self.writer.write(self.capture.tables())
+            self.written_rows = rows
+        except Exception as exc:  # noqa: BLE001 - the program must run on; say why its capture is missing
+            sys.stderr.write(f"profkit capture: process {os.getpid()} could not write to {self.out}: "
+                             f"{type(exc).__name__}: {exc}\n")
+
+    def restart_in_child(self) -> None:
+        """A forked child inherits the parent's rows: drop them and start its own run and folder."""
+        self.capture.restart()
+        self.writer = ProcessWriter(self.out)
+        self.written_rows = 0
+
+
+_process: _ProcessCapture | None = None
+
+
+def start(out: str | os.PathLike) -> None:
+    """Record this process's FlashInfer tuning calls into ``out`` for the rest of its life.
+
+    Called by the start-up hook once FlashInfer is imported; a second call does nothing.
+    """
+    global _process
+    if _process is not None:
+        return
+    _process = _ProcessCapture(Path(out), time_default=os.environ.get(ENV_TIME_DEFAULT, "1") != "0")
+    _process.capture.__enter__()
+    atexit.register(_process.flush)  # rows recorded outside tuning calls (fused_moe's profile_tactic)
+    os.register_at_fork(after_in_child=_process.restart_in_child)
