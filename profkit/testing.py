@@ -2,7 +2,8 @@
 
 Only what cannot run without a GPU is replaced (autotuner_errata.md, CPU recipe):
 ``AutoTuner._profile_single_kernel`` (GPU timing; the stand-in still calls
-``runner(inputs, tactic=tactic)`` so failures and fallbacks really happen),
+``runner(inputs, tactic=tactic)`` so failures and fallbacks really happen, and logs the real
+method's per-candidate debug line),
 ``torch.cuda.is_current_stream_capturing`` and ``AutoTuner._get_l2_cache_size_in_bytes``.
 FlashInfer's profile generation, caching and winner selection run for real.
 
@@ -19,6 +20,7 @@ from typing import Callable
 import torch
 from flashinfer.autotuner import AutoTuner, DynamicTensorSpec, TunableRunner, TuningConfig
 from flashinfer.fused_moe.utils import get_hybrid_num_tokens_buckets, map_to_hybrid_bucket_uncapped
+from flashinfer.jit.core import logger
 
 from profkit.schema import tactic_text
 
@@ -43,7 +45,12 @@ def cpu_autotuner(time_fn: TimeFn = default_time):
     def fake_profile_single_kernel(self, runner, inputs, tactic, tuning_config, *args, **kwargs):
         runner(inputs, tactic=tactic)  # failures and fallbacks happen for real
         shapes = tuple(tuple(t.shape) if isinstance(t, torch.Tensor) else (0,) for t in inputs)
-        return time_fn(type(runner).__name__, tactic, shapes)
+        avg_time = time_fn(type(runner).__name__, tactic, shapes)
+        # The real method's debug line after each successful candidate (AT:3114), so debug logs
+        # of CPU runs read like GPU ones.
+        logger.debug(f"[Autotuner]: profiling {runner} {tactic}, shapes={self._get_input_sizes(inputs)}, "
+                     f"avg_time {avg_time}")
+        return avg_time
 
     saved = {name: vars(AutoTuner)[name] for name in ("_profile_single_kernel", "_get_l2_cache_size_in_bytes")}
     saved_capturing = torch.cuda.is_current_stream_capturing

@@ -21,6 +21,7 @@ import pytest
 
 import profkit
 from profkit import testing as T
+from profkit.bench import engine_like
 from profkit.sources import autocapture
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "tune_in_workers.py"
@@ -36,7 +37,9 @@ def capture_run(out, *command, extra=(), **kwargs) -> subprocess.CompletedProces
 def run_workers(tmp_path, *args, extra=()):
     truth = tmp_path / "truth"
     truth.mkdir()
-    done = capture_run(tmp_path / "out", sys.executable, str(PROGRAM), "--truth", str(truth), *args, extra=extra)
+    env = {**os.environ, "FLASHINFER_LOGGING_LEVEL": "debug"}  # each rank's debug log lands beside its truth
+    done = capture_run(tmp_path / "out", sys.executable, str(PROGRAM), "--truth", str(truth), *args, extra=extra,
+                       env=env)
     decisions = {int(p.stem[4:]): json.loads(p.read_text()) for p in truth.glob("rank*.json")}
     return done, decisions
 
@@ -64,6 +67,9 @@ def test_spawned_ranks_each_write_their_own_capture(tmp_path):
         assert len(candidates[candidates["source"] == "flashinfer"]) == 2 * 6 * 5  # ops x buckets x tactics
         assert len(candidates[candidates["source"] == "default"]) == 2 * 6  # the default, timed per bucket
     assert truth[0]["decisions"] != truth[1]["decisions"]  # the ranks really disagree, and stay apart
+    agreement = engine_like.check(tmp_path / "out", tmp_path / "truth")  # the H200 check, on the CPU
+    assert list(agreement["rank"]) == [0, 0, 1, 1] and agreement["candidates_equal"].all()
+    assert agreement["winners_equal"].all() and (agreement["log_candidates"] == 30).all()
 
 
 def test_a_sigkilled_worker_keeps_its_finished_calls(tmp_path):

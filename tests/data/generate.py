@@ -4,10 +4,9 @@
 
 CPU situations run FlashInfer's real AutoTuner (profkit.testing's CPU recipe) in subprocesses
 with FLASHINFER_LOGGING_LEVEL=debug, keeping stderr, the logger's own flashinfer_jit.log, the cache
-files FlashInfer wrote and profkit's capture of the same run. The CPU stand-in for GPU timing does
-not print FlashInfer's per-candidate "profiling ... avg_time" debug line (AT:3115), so the
-stand-in here prints it, through FlashInfer's logger and in FlashInfer's format, after each
-successful candidate as the real method does. H200 situations are excerpts of data/h200 logs.
+files FlashInfer wrote and profkit's capture of the same run (the CPU timer stand-in prints
+FlashInfer's per-candidate debug line as the real method does). H200 situations are excerpts of
+data/h200 logs.
 """
 
 from __future__ import annotations
@@ -31,22 +30,12 @@ import json, sys
 from pathlib import Path
 import flashinfer
 from flashinfer.autotuner import AutoTuner, autotune
-from flashinfer.jit.core import logger
 import profkit
 from profkit import testing as T
 
 out, scenario = Path(sys.argv[1]), sys.argv[2]
 
-with T.cpu_autotuner():
-    fake = AutoTuner._profile_single_kernel
-
-    def logged(self, runner, inputs, tactic, tuning_config, *args, **kwargs):
-        avg_time = fake(self, runner, inputs, tactic, tuning_config, *args, **kwargs)
-        shapes = self._get_input_sizes(inputs)
-        logger.debug(f"[Autotuner]: profiling {runner} {tactic}, shapes={shapes}, avg_time {avg_time}")
-        return avg_time
-
-    AutoTuner._profile_single_kernel = logged
+with T.cpu_autotuner():  # its timer stand-in logs FlashInfer's per-candidate debug line
     tuner = AutoTuner.get()
     gemm = lambda: [T.ToyCublasRunner(), T.ToyCudnnRunner()]
     if scenario == "failures":

@@ -3,7 +3,8 @@
 Each worker imports FlashInfer (where ``profkit capture`` starts recording), then installs the
 CPU stand-in for the GPU timer (after the capture's hooks, as a test harness or an engine patch
 would) and tunes two toy ops through the real ``AutoTuner.choose_one``. What FlashInfer decided
-(its own profiling cache) goes to ``--truth DIR/rank<r>.json`` for the test to compare with.
+(its own profiling cache) goes to ``--truth DIR/rank<r>.json`` for the test to compare with, and
+each worker's stderr (FlashInfer's log) to ``DIR/rank<r>.log``.
 
     python tune_in_workers.py --truth DIR [--ranks 2] [--kill-rank R] [--fork] [--exit-code N]
 """
@@ -46,6 +47,8 @@ def tune_ops(rank, truth, ops, *, kill_after_first=False):
 
 def worker(rank, truth, kill_rank, fork):
     os.environ["RANK"] = str(rank)  # as torchrun sets it; SGLang's ranks come from torch.distributed
+    log = open(os.path.join(truth, f"rank{rank}.log"), "w")  # each rank's stderr: its debug log
+    os.dup2(log.fileno(), sys.stderr.fileno())
     import flashinfer  # noqa: F401 - profkit capture starts recording here
 
     if not fork:
