@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from profkit import analysis
 from profkit.cli import main
 from profkit.errors import ProfkitError
 from profkit.views import report
@@ -26,7 +27,8 @@ def test_report_writes_every_figure_and_both_pages(built):
     out, files, seconds = built
     names = {p.name for p in files}
     for fig in ("tactic_map", "speedup", "candidates", "tuning_time", "tuning_value", "winner_flips", "diff",
-                "rank_divergence", "op_timings", "step_change"):
+                "rank_divergence", "op_timings", "step_change", "step_times_llama3-8b_bf16", "step_times_llama3-8b_fp8",
+                "step_times_qwen2.5-32b_bf16", "step_times_qwen2.5-32b_fp8"):
         assert {f"{fig}.png", f"{fig}.svg"} <= names, fig
     assert {"index.md", "index.html"} <= names
     assert seconds < 60, f"report took {seconds:.1f} s"
@@ -64,3 +66,43 @@ def test_cli_reports_errors(tmp_path, capsys):
     assert "no such directory" in capsys.readouterr().err
     with pytest.raises(ProfkitError, match="unknown figure"):
         report.build_report(report.collect(DATA / "h200" / "fp8"), tmp_path, only=["nope"], progress=False)
+
+
+def test_markdown_has_step_figures_and_the_break_even_section(built):
+    out, _, _ = built
+    md = (out / "index.md").read_text()
+    for model, dtype in (("llama3-8b", "bf16"), ("llama3-8b", "fp8"), ("qwen2.5-32b", "bf16"), ("qwen2.5-32b", "fp8")):
+        assert f"![Decoder step time per state: {model} {dtype}](step_times_{model}_{dtype}.png)" in md
+    section = md.split("## When does tuning pay for itself?")[1].split("\n## ")[0]
+    assert "Only sizes where tuned is faster beyond noise are listed" in section
+    assert ("- qwen2.5-32b bf16: tuning 172.2 s, saves time beyond noise at 4 of 16 sizes, breaking even after "
+            "3.71e+06-9.66e+06 steps (1.3-4 h of serving at that size); slower beyond noise at 0.") in section
+    assert "- qwen2.5-32b fp8: tuning 153.0 s, saves time beyond noise at 0 of 16 sizes; slower beyond noise at 5." in section
+    assert "(llama3-8b has 32, qwen2.5-32b has 64)" in section
+    assert ("| model | dtype | phase | tokens | untuned_ms | tuned_ms | delta_ms | delta_pct | noise_ms | tuning_s | "
+            "steps_to_break_even | serving_s_to_break_even |") in section
+    assert "| qwen2.5-32b | bf16 | decode | 8 | 1.306 | 1.26 | -0.04646 | -3.557 | 0.001776 | 172.2 | 3705708.9 | 4668.4 |" in section
+    assert "| qwen2.5-32b | fp8 |" not in section
+    # The step table now holds every state against untuned, not only tuned.
+    step_table = md.split("## Decoder step change")[1].split("\n## ")[0]
+    assert all(f"| {state} |" in step_table for state in ("tuned", "cache", "torch"))
+
+
+def test_break_even_rows_agree_with_the_capture_and_the_step_rows():
+    data = report.collect(DATA / "h200" / "step")
+    r = report.analyse(data)
+    be = r.step_break_even
+    assert len(be) == 12 and (be["delta_ms"] < -be["noise_ms"]).all()
+    calls = analysis.tuning_breakdown(data.tables.tuning, by="call")
+    spent = calls.groupby("run_id")["wall_s"].sum()
+    assert len(r.step_tuning) == 4
+    for model, dtype, tuning_s in r.step_tuning[["model", "dtype", "tuning_s"]].itertuples(index=False):
+        assert tuning_s == pytest.approx(spent[data.step_captures[(model, dtype)]])
+    assert be["steps_to_break_even"].to_numpy() == pytest.approx(be["tuning_s"] * 1e3 / -be["delta_ms"])
+    assert be["serving_s_to_break_even"].to_numpy() == pytest.approx(be["steps_to_break_even"] * be["tuned_ms"] / 1e3)
+    rows = r.step_rows
+    for row in be.itertuples(index=False):
+        mine = rows[(rows["model"] == row.model) & (rows["dtype"] == row.dtype) & (rows["phase"] == row.phase)
+                    & (rows["tokens"] == row.tokens)]
+        assert mine.loc[mine["state"] == "tuned", "step_ms"].median() == pytest.approx(row.tuned_ms)
+        assert mine.loc[mine["state"] == "untuned", "step_ms"].median() == pytest.approx(row.untuned_ms)

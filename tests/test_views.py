@@ -15,7 +15,7 @@ from matplotlib.patches import Rectangle
 
 import profkit
 from profkit import analysis, schema, views
-from profkit.views import _candidates, _compare, _speedup, _tactic_map, _tuning
+from profkit.views import _candidates, _compare, _speedup, _step, _tactic_map, _tuning
 from profkit.views.report import collect, shape_labels
 
 from conftest import DATA
@@ -215,6 +215,91 @@ def test_kernel_vs_e2e_bars():
     save(fig)
 
 
+# -- step time per state ----------------------------------------------------------------------------
+def step_bench(states=("untuned", "tuned", "torch"), tokens=(1, 4), model="m", dtype="bf16"):
+    """profkit step rows: 3 repetitions per (state, tokens), step_ms = base x state factor + rep/100."""
+    factor = {"untuned": 1.0, "tuned": 0.9, "cache": 0.95, "torch": 1.2}
+    rows = [{"engine": "profkit-step", "model": model, "dtype": dtype, "phase": phase, "tokens": t, "state": s,
+             "repetition": rep, "layers": 2, "step_ms": t * factor[s] * (2 if phase == "prefill" else 1) + rep / 100}
+            for phase in ("decode", "prefill") for s in states for t in tokens for rep in range(3)]
+    return pd.DataFrame(rows)
+
+
+def test_step_times_info():
+    bench = step_bench(states=("torch", "untuned"))
+    info = _step._step_times_info(bench[bench["phase"] == "decode"], model="m", dtype="bf16", phase="decode")
+    assert info == _step.StepTimesInfo(
+        model="m", dtype="bf16", phase="decode", states=("untuned", "torch"), tokens=((1, 4), (1, 4)),
+        medians=((1.01, 4.01), (pytest.approx(1.21), pytest.approx(4.81))),
+        lows=((1.0, 4.0), (pytest.approx(1.2), pytest.approx(4.8))),
+        highs=((1.02, 4.02), (pytest.approx(1.22), pytest.approx(4.82))),
+        repetitions=(3, 3), layers=2)
+    rel = _step._step_times_info(bench[bench["phase"] == "decode"], model="m", dtype="bf16", phase="decode",
+                                 relative_to="untuned")
+    assert rel.medians[0] == (1.0, 1.0)
+    assert rel.medians[1] == (pytest.approx(1.21 / 1.01), pytest.approx(4.81 / 4.01))
+    assert rel.relative_to == "untuned"
+
+
+def test_step_times_lines_per_state_at_the_batch_sizes():
+    fig = views.plot_step_times(step_bench(states=("torch", "cache", "tuned", "untuned"), tokens=(1, 4, 16)))
+    ax = fig.axes[0]
+    assert len(ax.containers) == 4  # one errorbar per state
+    for bars in ax.containers:
+        assert bars.lines[0].get_xydata()[:, 0].tolist() == [1, 4, 16]
+    tuned = ax.containers[1].lines[0].get_xydata()[:, 1]
+    assert tuned.tolist() == pytest.approx([0.91, 3.61, 14.41])
+    assert [c.lines[0].get_color() for c in ax.containers] == [_step.STATE_COLOURS[s] for s in _step.STATE_ORDER]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "untuned (FlashInfer fallback)", "tuned (same process, after the tuning pass)",
+        "cache (fresh process, tuned cache.json)", "torch (plain torch linears)"]
+    assert ax.get_title() == "m bf16, decode: step time per state"
+    assert ax.get_xscale() == "log" and [t.get_text() for t in ax.get_xticklabels()] == ["1", "4", "16"]
+    assert ax.get_xlabel() == "decode batch size (tokens per step)"
+    assert "median of 3 repetitions" in ax.texts[0].get_text()
+    save(fig)
+
+
+def test_step_times_relative_prefill_and_labels():
+    fig = views.plot_step_times(step_bench(), phase="prefill", relative_to="untuned", labels={"tuned": "after"})
+    ax = fig.axes[0]
+    assert ax.get_title() == "m bf16, prefill: step time relative to untuned"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["untuned (FlashInfer fallback)", "after",
+                                                                   "torch (plain torch linears)"]
+    assert ax.containers[0].lines[0].get_xydata()[:, 1].tolist() == [1.0, 1.0]
+    assert ax.containers[1].lines[0].get_xydata()[:, 1].tolist() == pytest.approx([1.81 / 2.01, 7.21 / 8.01])
+    save(fig)
+
+
+def test_step_times_errors_name_the_choices():
+    two = pd.concat([step_bench(), step_bench(model="n")])
+    with pytest.raises(profkit.ProfkitError, match="pass model= one of m, n"):
+        views.plot_step_times(two)
+    with pytest.raises(profkit.ProfkitError, match="no dtype 'fp8'; dtypes: bf16"):
+        views.plot_step_times(two, model="n", dtype="fp8")
+    with pytest.raises(profkit.ProfkitError, match="relative_to='cache': no such state"):
+        views.plot_step_times(two, model="m", relative_to="cache")
+
+
+def test_step_times_empty_warns():
+    with pytest.warns(UserWarning, match="no step rows"):
+        fig = views.plot_step_times(step_bench().iloc[:0])
+    assert not fig.axes[0].containers
+    save(fig)
+    with pytest.warns(UserWarning, match="no step rows for m bf16, verify"):
+        views.plot_step_times(step_bench(), phase="verify")
+
+
+def test_step_times_into_given_axes():
+    fig = Figure()
+    left, right = fig.subplots(1, 2)
+    out = views.plot_step_times(step_bench(), ax=right)
+    assert out is fig
+    assert not left.lines and not left.collections and not left.texts and not left.containers
+    assert len(right.containers) == 3
+    save(fig)
+
+
 # -- smoke over every plot function on the shipped data ---------------------------------------------
 @pytest.fixture(scope="module")
 def shipped():
@@ -241,6 +326,7 @@ def _args(name, data, r, labels):
         "plot_rank_divergence": lambda: ((r.ranks,), {"labels": labels}),
         "plot_op_timings": lambda: ((r.between,), {"op": "bf16_gemm", "labels": labels}),
         "plot_step_change": lambda: ((r.step_measured,), {"predicted": r.step_predicted}),
+        "plot_step_times": lambda: ((r.step_rows,), {"model": "llama3-8b", "dtype": "fp8"}),
         "plot_kernel_vs_e2e": lambda: ((analysis.kernel_vs_e2e(r.speedups, _seed_pair()),), {}),
     }[name]()
 

@@ -31,6 +31,7 @@ from profkit.views._candidates import plot_candidates
 from profkit.views._compare import plot_diff, plot_rank_divergence, plot_winner_flips
 from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_change
 from profkit.views._speedup import plot_speedup
+from profkit.views._step import plot_step_times
 from profkit.views._tactic_map import plot_tactic_map
 from profkit.views._tuning import plot_tuning_time, plot_tuning_value
 
@@ -161,6 +162,9 @@ class Results:
     step_measured: pd.DataFrame
     step_predicted: pd.DataFrame
     e2e: pd.DataFrame
+    step_rows: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    step_tuning: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    step_break_even: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
 
 
 def analyse(data: ReportData) -> Results:
@@ -184,11 +188,14 @@ def analyse(data: ReportData) -> Results:
     cache_diff = _cache_diff(data, won)
     between = analysis.between_buckets(data.op_timings, speedups=speedups) if len(data.op_timings) else pd.DataFrame()
     measured, predicted = _step_change(data, t)
+    step_tuning = _step_tuning(data, t)
+    break_even = _step_break_even(measured, step_tuning)
     e2e = _kernel_vs_e2e(data, speedups)
     return Results(noise=noise, winners=won, primary_runs=primary, speedups=speedups, breakdown=breakdown,
                    calls=calls, value=value, worth=worth, stability=stability, ranks=ranks, diff=diff,
                    diff_names=names, cache_diff=cache_diff, between=between, step_measured=measured,
-                   step_predicted=predicted, e2e=e2e)
+                   step_predicted=predicted, e2e=e2e, step_rows=_step_rows(data),
+                   step_tuning=step_tuning, step_break_even=break_even)
 
 
 def _kernel_vs_e2e(data: ReportData, speedups: pd.DataFrame) -> pd.DataFrame:
@@ -255,16 +262,23 @@ def _cache_diff(data: ReportData, won: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 
-def _step_change(data: ReportData, t: schema.Tables):
-    """Measured tuned-vs-untuned step change, and the change the tuning-pass capture predicts."""
+def _step_rows(data: ReportData) -> pd.DataFrame:
+    """The step rows of the tuning runs (``step/``), not the sweep-cache reruns beside them."""
     if data.step.empty or not {"state", "step_ms", "tokens"} <= set(data.step.columns):
+        return pd.DataFrame()
+    source = data.step["source"].astype(str)
+    return data.step[(source.str.startswith("step/") | ~source.str.contains("/")).to_numpy(dtype=bool)]
+
+
+def _step_change(data: ReportData, t: schema.Tables):
+    """Measured change of each state vs untuned, and the tuned change the tuning-pass capture predicts."""
+    fresh = _step_rows(data)
+    if fresh.empty:
         return pd.DataFrame(), pd.DataFrame()
     from profkit.analysis import step as step_analysis
     from profkit.models import linear_layers, load_model
 
-    fresh = data.step[data.step["source"].astype(str).str.startswith("step/") | ~data.step["source"].astype(
-        str).str.contains("/")]
-    measured = step_analysis.measured_step_change(fresh[fresh["state"].isin(["untuned", "tuned"])])
+    measured = step_analysis.measured_step_change(fresh)
     predicted = []
     for (model, dtype), run in data.step_captures.items():
         try:
@@ -279,6 +293,40 @@ def _step_change(data: ReportData, t: schema.Tables):
                                               layers=layers)
         predicted.append(p.assign(model=model, dtype=dtype))
     return measured, (pd.concat(predicted, ignore_index=True) if predicted else pd.DataFrame())
+
+
+def _step_tuning(data: ReportData, t: schema.Tables) -> pd.DataFrame:
+    """Wall seconds of each step run's tuning pass: its capture's top-level tuning calls summed."""
+    rows = []
+    for (model, dtype), run in sorted(data.step_captures.items()):
+        calls = t.tuning[((t.tuning["run_id"] == run) & (t.tuning["kind"] == "call")
+                          & t.tuning["parent_call"].isna()).fillna(False).to_numpy(dtype=bool)]
+        if len(calls):
+            rows.append({"model": model, "dtype": dtype, "run_id": run, "tuning_s": float(calls["wall_s"].sum())})
+    return pd.DataFrame(rows, columns=["model", "dtype", "run_id", "tuning_s"])
+
+
+def _step_break_even(measured: pd.DataFrame, tuning: pd.DataFrame) -> pd.DataFrame:
+    """Tuned vs untuned rows that save time beyond noise, with the steps that repay the tuning pass."""
+    if measured.empty:
+        return pd.DataFrame()
+    from profkit.analysis import step as step_analysis
+
+    rows = []
+    for model, dtype, tuning_s in tuning[["model", "dtype", "tuning_s"]].itertuples(index=False):
+        m = measured[((measured["model"] == model) & (measured["dtype"] == dtype)
+                      & (measured["state"] == "tuned")).fillna(False).to_numpy(dtype=bool)].reset_index(drop=True)
+        if m.empty:
+            continue
+        be = step_analysis.break_even(m, tuning_s=float(tuning_s)).reset_index(drop=True)
+        both = m.assign(**{c: be[c] for c in ("saved_ms", "tuning_s", "steps_to_break_even",
+                                                "serving_s_to_break_even")})
+        rows.append(both[both["saved_ms"] > 0])
+    if not rows:
+        return pd.DataFrame()
+    out = pd.concat(rows, ignore_index=True).rename(columns={"baseline_ms": "untuned_ms", "step_ms": "tuned_ms"})
+    return out[["model", "dtype", "phase", "tokens", "untuned_ms", "tuned_ms", "delta_ms", "delta_pct", "noise_ms",
+                "tuning_s", "steps_to_break_even", "serving_s_to_break_even"]]
 
 
 # -- figures --------------------------------------------------------------------------------------
@@ -340,6 +388,15 @@ def figure_specs(data: ReportData, r: Results, labels: Mapping[str, str]) -> lis
                                 "Measured change of a 4-layer decoder step (profkit step) with the repetitions' noise, "
                                 "and the change the tuning-pass capture predicts.",
                                 lambda: plot_step_change(r.step_measured, predicted=r.step_predicted)))
+    if len(r.step_rows):
+        for (model, dtype), rows in r.step_rows.groupby(["model", "dtype"], sort=True):
+            states = ", ".join(s for s in ("untuned", "tuned", "cache", "torch") if (rows["state"] == s).any())
+            specs.append(FigureSpec(
+                f"step_times_{model}_{dtype}", f"Decoder step time per state: {model} {dtype}",
+                f"Step time of {model} {dtype} ({states}) across decode batch sizes (left) and prefill chunks "
+                "(right): milliseconds on top, relative to untuned below (< 1: faster than FlashInfer's untuned "
+                "fallback). Markers are medians over the repetitions, bars min to max.",
+                lambda rows=rows, model=model, dtype=dtype: _step_times_grid(rows, model=model, dtype=dtype)))
     if len(r.e2e):
         specs.append(FigureSpec("kernel_vs_e2e", "Kernel speedup beside end-to-end",
                                 "Weighted kernel speedups (the captured GEMMs of the bench's model, where present) "
@@ -357,6 +414,27 @@ def _per_op(frame: pd.DataFrame, draw: Callable) -> Figure:
     axes = fig.subplots(len(ops), 1, squeeze=False)[:, 0]
     for op, ax in zip(ops, axes):
         draw(frame[(frame["op"] == op).fillna(False).to_numpy(dtype=bool)] if op else frame, ax)
+    return fig
+
+
+@_style.styled
+def _step_times_grid(rows: pd.DataFrame, *, model: str, dtype: str) -> Figure:
+    """Decode and prefill side by side, ms above and relative to untuned below; one legend, one note."""
+    phases = [p for p in ("decode", "prefill") if (rows["phase"] == p).any()] or ["decode"]
+    scales = (None, "untuned") if (rows["state"] == "untuned").any() else (None,)
+    fig = Figure(figsize=(11.0, 3.8 * len(scales)), layout="constrained")
+    axes = fig.subplots(len(scales), len(phases), squeeze=False, width_ratios=[3, 1][:len(phases)])
+    for col, phase in enumerate(phases):
+        for row, relative_to in enumerate(scales):
+            ax = axes[row, col]
+            plot_step_times(rows, model=model, dtype=dtype, phase=phase, relative_to=relative_to, ax=ax)
+            if (row, col) != (0, 0) and ax.get_legend() is not None:
+                ax.get_legend().remove()
+            if (row, col) != (len(scales) - 1, 0):
+                for text in list(ax.texts):
+                    text.remove()
+            if col:
+                ax.set_title(f"{phase}" + (f" / {relative_to}" if relative_to else ""))
     return fig
 
 
@@ -490,8 +568,8 @@ def headline(data: ReportData, r: Results) -> list[str]:
         lines.append(f"Outside tuning (CUDA graph, rotating inputs), tuned vs untuned: median "
                      f"{b.loc[b['at_bucket'], 'speedup'].median():.3f}x at bucket M, "
                      f"{b.loc[~b['at_bucket'], 'speedup'].median():.3f}x between buckets (min {b['speedup'].min():.3f}x).")
-    if len(r.step_measured):
-        m = r.step_measured
+    m = r.step_measured[(r.step_measured["state"] == "tuned").to_numpy(dtype=bool)] if len(r.step_measured) else []
+    if len(m):
         lines.append(f"Decoder step, tuned vs untuned: {m['delta_pct'].min():+.1f}% to {m['delta_pct'].max():+.1f}% "
                      f"(median {m['delta_pct'].median():+.1f}%); {int(m['slower'].sum())} of {len(m)} sizes slower "
                      "beyond noise.")
@@ -534,14 +612,53 @@ def _sections(data: ReportData, r: Results, labels: Mapping[str, str]) -> list[S
         out.append(Section("Tuned vs untuned outside tuning", "Speedup untuned_ms / tuned_ms by whether M is a bucket.", g))
     if len(r.step_measured):
         m = r.step_measured
-        out.append(Section("Decoder step change", "Median over repetitions; noise = the larger max-min spread.",
+        out.append(Section("Decoder step change",
+                           "Each state against untuned (baseline_ms): tuned ran in the same process after the tuning "
+                           "pass, cache in a fresh process that loaded its cache.json, torch with plain torch linears. "
+                           "Median over repetitions; noise = the larger max-min spread of the two states (cache is "
+                           "another process than its baseline, so process-to-process drift is not in its band).",
                            m[["model", "dtype", "phase", "tokens", "state", "step_ms", "baseline_ms", "delta_pct",
                               "beyond_noise", "slower"]]))
+        out.append(Section("When does tuning pay for itself?", _break_even_text(r), r.step_break_even))
     if len(r.e2e):
         out.append(Section("Kernel vs end to end", "Bigger-is-better percent.",
                            r.e2e[["kind", "metric", "baseline", "treatment", "improvement_pct", "note"]]))
     out.append(Section("Provenance", _provenance_text(data), _env_table(data)))
     return out
+
+
+def _break_even_text(r: Results) -> str:
+    """What the break-even table holds and leaves out, per model and dtype, in the data's numbers."""
+    tuned = r.step_measured[(r.step_measured["state"] == "tuned").to_numpy(dtype=bool)]
+    be = r.step_break_even
+    lines = ["Tuning wall time (the capture's tuning calls summed) divided by the time the tuned step saves against "
+             "the untuned one = steps before the tuning pass pays for itself; serving_s = those steps at the tuned "
+             "step time. Only sizes where tuned is faster beyond noise are listed: elsewhere tuning never pays back.",
+             ""]
+    for (model, dtype), g in tuned.groupby(["model", "dtype"], sort=True):
+        mine = be[(be["model"] == model) & (be["dtype"] == dtype)] if len(be) else be
+        saving = f"saves time beyond noise at {len(mine)} of {len(g)} sizes"
+        if len(mine):
+            saving += (f", breaking even after {mine['steps_to_break_even'].min():.3g}-"
+                       f"{mine['steps_to_break_even'].max():.3g} steps "
+                       f"({mine['serving_s_to_break_even'].min() / 3600:.2g}-"
+                       f"{mine['serving_s_to_break_even'].max() / 3600:.2g} h of serving at that size)")
+        spent = r.step_tuning[(r.step_tuning["model"] == model) & (r.step_tuning["dtype"] == dtype)]["tuning_s"]
+        tuning = f"tuning {spent.iloc[0]:.1f} s, " if len(spent) else "no tuning capture, "
+        lines.append(f"- {model} {dtype}: {tuning}{saving}; slower beyond noise at {int(g['slower'].sum())}.")
+    layers = sorted({int(x) for x in r.step_rows["layers"].dropna()}) if "layers" in r.step_rows else []
+    if len(layers) == 1:
+        full = []
+        try:
+            from profkit.models import load_model
+
+            full = [f"{name} has {load_model(name).num_hidden_layers}" for name in sorted(tuned["model"].unique())]
+        except (ImportError, ProfkitError, TypeError, ValueError):
+            pass
+        lines += ["", f"A step here is the {layers[0]} timed decoder layers, not the whole model"
+                  + (f" ({', '.join(full)})" if full else "") + ": if the saving per layer held in every layer, a "
+                  "full model would break even in proportionally fewer steps."]
+    return "\n".join(lines)
 
 
 def _env_table(data: ReportData) -> pd.DataFrame:

@@ -1,0 +1,185 @@
+"""A model step's time per state (untuned, tuned, cache, torch) across batch sizes, from ``profkit step``."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.transforms import ScaledTranslation
+
+from profkit.analysis._frames import require
+from profkit.errors import ProfkitError
+from profkit.views._style import ACCENT, add_note, empty_axes, figure_and_axes, log2_bucket_axis, styled
+
+# Known states first, in this order; one colour and marker each in every figure.
+STATE_ORDER = ("untuned", "tuned", "cache", "torch")
+STATE_COLOURS = {"untuned": "#616161", "tuned": ACCENT, "cache": "#4a9fd8", "torch": "#e07b00"}
+STATE_MARKERS = {"untuned": "o", "tuned": "s", "cache": "D", "torch": "^"}
+STATE_LABELS = {"untuned": "untuned (FlashInfer fallback)", "tuned": "tuned (same process, after the tuning pass)",
+                "cache": "cache (fresh process, tuned cache.json)", "torch": "torch (plain torch linears)"}
+
+
+@dataclasses.dataclass(frozen=True)
+class StepTimesInfo:
+    """Per state: the tokens of each point and its median, min and max over repetitions.
+
+    With ``relative_to`` set, the values are step_ms divided by that state's median at the same
+    tokens (points without it are left out); otherwise they are milliseconds.
+    """
+
+    model: str
+    dtype: str
+    phase: str
+    states: tuple[str, ...]
+    tokens: tuple[tuple[int, ...], ...]        # per state, ascending
+    medians: tuple[tuple[float, ...], ...]
+    lows: tuple[tuple[float, ...], ...]
+    highs: tuple[tuple[float, ...], ...]
+    repetitions: tuple[int, int] = (0, 0)      # fewest and most repetitions behind one point
+    layers: int | None = None
+    relative_to: str | None = None
+
+
+def _pick(frame: pd.DataFrame, column: str, value: str | None, what: str) -> tuple[pd.DataFrame, str]:
+    """Narrow to one value of ``column``; raise naming the choices when ambiguous or unknown."""
+    choices = sorted(frame[column].dropna().astype(str).unique())
+    if value is None:
+        if len(choices) > 1:
+            raise ProfkitError(f"{what} hold {len(choices)} {column}s; pass {column}= one of {', '.join(choices)}")
+        value = choices[0] if choices else ""
+    elif value not in choices:
+        raise ProfkitError(f"{what} have no {column} {value!r}; {column}s: {', '.join(choices) or 'none'}")
+    return frame[(frame[column].astype("string") == value).fillna(False).to_numpy(dtype=bool)], value
+
+
+def _step_times_info(bench: pd.DataFrame, *, model: str, dtype: str, phase: str,
+                     relative_to: str | None = None) -> StepTimesInfo:
+    """Median and min-max of step_ms per (state, tokens), optionally divided by one state's median."""
+    stats = bench.groupby(["state", "tokens"])["step_ms"].agg(["median", "min", "max", "size"]).reset_index()
+    if relative_to is not None:
+        base = stats[stats["state"] == relative_to].set_index("tokens")["median"]
+        stats = stats[stats["tokens"].isin(base.index)]
+        scale = stats["tokens"].map(base).to_numpy(dtype=float)
+        stats = stats.assign(**{c: stats[c].to_numpy(dtype=float) / scale for c in ("median", "min", "max")})
+    present = list(stats["state"].astype(str).unique())
+    states = [s for s in STATE_ORDER if s in present] + sorted(s for s in present if s not in STATE_ORDER)
+    by_state = [stats[stats["state"] == s].sort_values("tokens") for s in states]
+    layers = pd.to_numeric(bench["layers"], errors="coerce").dropna() if "layers" in bench else pd.Series(dtype=float)
+    return StepTimesInfo(
+        model=model, dtype=dtype, phase=phase, states=tuple(states),
+        tokens=tuple(tuple(int(t) for t in g["tokens"]) for g in by_state),
+        medians=tuple(tuple(float(v) for v in g["median"]) for g in by_state),
+        lows=tuple(tuple(float(v) for v in g["min"]) for g in by_state),
+        highs=tuple(tuple(float(v) for v in g["max"]) for g in by_state),
+        repetitions=(int(stats["size"].min()), int(stats["size"].max())) if len(stats) else (0, 0),
+        layers=int(layers.iloc[0]) if layers.nunique() == 1 else None, relative_to=relative_to)
+
+
+def _draw_step_times(info: StepTimesInfo, ax: Axes, *, labels: Mapping[str, str] | None = None) -> None:
+    what = ", ".join(filter(None, (f"{info.model} {info.dtype}".strip(), info.phase)))
+    if not any(info.tokens):
+        empty_axes(ax, f"no step rows for {what}")
+        return
+    labels = {**STATE_LABELS, **(labels or {})}
+    n = len(info.states)
+    for i, state in enumerate(info.states):
+        # Side by side by a few points so the bars of states at one batch size do not hide each other;
+        # the data stay at the true batch sizes.
+        shift = ScaledTranslation((i - (n - 1) / 2) * 3.5 / 72, 0, ax.figure.dpi_scale_trans)
+        x = np.asarray(info.tokens[i], dtype=float)
+        y = np.asarray(info.medians[i], dtype=float)
+        err = np.vstack([y - np.asarray(info.lows[i]), np.asarray(info.highs[i]) - y])
+        colour = STATE_COLOURS.get(state, f"C{(i + 4) % 10}")
+        ax.errorbar(x, y, yerr=err, color=colour, marker=STATE_MARKERS.get(state, "v"), markersize=4,
+                    linewidth=1.1, linestyle="--" if state == "cache" else "-", capsize=2, elinewidth=0.9,
+                    label=labels.get(state, state), transform=ax.transData + shift, zorder=3 + (state == "tuned"))
+        # Artists with an offset transform do not take part in autoscaling: give the limits the data.
+        ax.update_datalim(np.column_stack([np.concatenate([x, x]), np.concatenate([info.lows[i], info.highs[i]])]))
+    ax.autoscale_view()
+    tokens = sorted({t for ts in info.tokens for t in ts})
+    xlabel = "decode batch size (tokens per step)" if info.phase == "decode" else f"{info.phase} tokens per step"
+    log2_bucket_axis(ax, tokens, label=xlabel, every_value=True)
+    if len(tokens) > 8:
+        ax.tick_params(axis="x", labelrotation=45)
+    if info.relative_to is None:
+        ax.set_yscale("log")
+        # Plain numbers at 1-2-5 steps read better than powers of ten over one or two decades.
+        lo, hi = ax.get_ylim()
+        ticks = [m * 10.0 ** e for e in range(-3, 5) for m in (1, 2, 5) if lo <= m * 10.0 ** e <= hi]
+        ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+        ax.minorticks_off()
+        ax.set_ylabel("step time (ms, log)")
+        ax.set_title(f"{what}: step time per state")
+        ax.legend(loc="upper left", fontsize=6.5)
+    else:
+        ax.axhline(1.0, color="#444444", linewidth=0.8, zorder=1)
+        ax.set_ylabel(f"step time / {info.relative_to}\nmedian (x); < 1 faster")
+        ax.set_title(f"{what}: step time relative to {info.relative_to}")
+        ax.legend(loc="best", fontsize=6.5)
+    low, high = info.repetitions
+    reps = f"{low}" if low == high else f"{low}-{high}"
+    layers = f" of {info.layers} decoder layers" if info.layers else ""
+    add_note(ax, f"profkit step: one step{layers} per point; marker = median of {reps} repetitions, bars = min to "
+                 "max; states side by side at each size", below_pt=44 if len(tokens) > 8 else 30)
+
+
+@styled
+def plot_step_times(bench: pd.DataFrame, *, model: str | None = None, dtype: str | None = None,
+                    phase: str = "decode", relative_to: str | None = None, labels: Mapping[str, str] | None = None,
+                    ax: Axes | None = None) -> Figure:
+    """Plot a model step's time per state (untuned, tuned, cache, torch) across batch sizes.
+
+    x is the step's tokens (decode batch size, or prefill chunk; log2, every size a tick); y the
+    step time in ms (log), the median over repetitions with min-to-max bars, or with
+    ``relative_to`` that time divided by the named state's median at the same size (1: no
+    change). One line per state, in one colour and marker per state in every figure: grey
+    untuned (FlashInfer's fallback), dark blue tuned, light blue dashed cache (a fresh process
+    loading the tuned cache file), orange torch linears. States sit a few points apart at each
+    size so their bars stay readable; the data are at the true sizes.
+
+    Args:
+        bench: ``profkit step`` rows (``profkit.read_bench(..., format="profkit-step")``: model,
+            dtype, phase, tokens, state, step_ms, one row per repetition) of one run per state.
+        model: the model to draw; needed when ``bench`` holds several.
+        dtype: the dtype to draw; needed when the model was run in several.
+        phase: "decode" or "prefill".
+        relative_to: a state to divide by (e.g. "untuned"); None draws milliseconds.
+        labels: legend text per state, replacing the defaults.
+        ax: draw into this Axes instead of a new figure.
+
+    Returns:
+        The Figure drawn into.
+
+    Raises:
+        ProfkitError: when model or dtype is ambiguous or not in ``bench``.
+    """
+    require(bench, ("model", "dtype", "phase", "tokens", "state", "step_ms"), "profkit step bench")
+    b = bench
+    if len(b):
+        b, model = _pick(b, "model", model, "the step rows")
+        b, dtype = _pick(b, "dtype", dtype, f"the {model} step rows")
+    b = b[(b["phase"].astype("string") == phase).fillna(False).to_numpy(dtype=bool)]
+    missing = b["step_ms"].isna().to_numpy(dtype=bool)
+    if missing.any():
+        errors = sorted({str(e) for e in b.loc[missing, "error"].dropna() if str(e)}) if "error" in b else []
+        warnings.warn(f"{int(missing.sum())} step rows have no step_ms and are left out"
+                      + (f" (error: {'; '.join(errors[:3])})" if errors else ""), stacklevel=3)
+        b = b[~missing]
+    if relative_to is not None and len(b) and not (b["state"] == relative_to).any():
+        raise ProfkitError(f"relative_to={relative_to!r}: no such state in the {model} {dtype} {phase} rows; "
+                           f"states: {', '.join(sorted(b['state'].dropna().astype(str).unique()))}")
+    if relative_to is not None:
+        unmatched = b[~b["tokens"].isin(b.loc[b["state"] == relative_to, "tokens"]).to_numpy(dtype=bool)]
+        if len(unmatched):
+            warnings.warn(f"{len(unmatched)} step rows at sizes {relative_to!r} was not timed at are left out "
+                          f"(tokens {', '.join(str(int(t)) for t in sorted(unmatched['tokens'].unique()))})",
+                          stacklevel=3)
+    info = _step_times_info(b, model=model or "", dtype=dtype or "", phase=phase, relative_to=relative_to)
+    fig, ax = figure_and_axes(ax, figsize=(8.0, 4.0))
+    _draw_step_times(info, ax, labels=labels)
+    return fig
