@@ -248,7 +248,7 @@ def _sources(path_or_text) -> list[_Source]:
 
 
 # -- state -------------------------------------------------------------------------------------
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class _Run:
     run_id: str
     stream: str
@@ -261,7 +261,7 @@ class _Run:
     calls: int = 0
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class _Call:
     run: _Run
     number: int
@@ -285,6 +285,8 @@ class _Call:
 
 class _Candidates:
     """Every candidate of a source, column by column, in log order (the fast path appends to the lists).
+
+    The fast path appends only tactic and time; :meth:`fill` completes its rows before anything reads them.
 
     Rows are plain ``status="ok"`` unless ``odd`` holds (status, error, api) for them.
     """
@@ -311,15 +313,32 @@ class _Candidates:
     def code(self, runner: str) -> int:
         return self.reprs.setdefault(runner, len(self.reprs))
 
+    def fill(self, gid: int | None, runner: int | None, last_line: int) -> None:
+        """Complete the fast path's rows: since the last fill they are consecutive lines, ending at
+        ``last_line``, of one group and runner."""
+        n = len(self.tactic) - len(self.group)
+        if n:
+            self.group.extend([gid] * n)
+            self.runner.extend([runner] * n)
+            self.line.extend(range(last_line - n + 1, last_line + 1))
+
     def rows(self, group: "_Group") -> list[int]:
+        tail = self.group[group.first:]
+        if tail.count(group.gid) == len(tail):  # no other stream's rows in between: the common case
+            return list(range(group.first, len(self.group)))
         return [k for k in range(group.first, len(self.group)) if self.group[k] == group.gid]
+
+    def last_row(self, group: "_Group") -> int | None:
+        if self.group and self.group[-1] == group.gid:  # the common case: the group is the newest
+            return len(self.group) - 1
+        return next((k for k in range(len(self.group) - 1, group.first - 1, -1) if self.group[k] == group.gid), None)
 
     def status(self, row: int) -> str:
         odd = self.odd.get(row)
         return odd[0] if odd else "ok"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class _Group:
     """One profile's records, from its first candidate to its winner line."""
 
@@ -342,7 +361,7 @@ class _Group:
         self.tag = f", shapes={shapes}, avg_time " if shapes is not None else None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class _Stream:
     key: str
     rank: int | None
@@ -417,46 +436,44 @@ class _Reader:
         lineno = replaced = keys = generated = 0
         default = self._stream("", None, None)
         c = self.cands
-        add_group, add_line, add_runner, add_tactic, add_time = (c.group.append, c.line.append, c.runner.append,
-                                                                 c.tactic.append, c.time.append)
+        add_tactic, add_time = c.tactic.append, c.time.append
         data, fast = b"\n", None
         head = at = start = tail = tail_length = gid = runner = row = key = profiles = None
-        for data in self.source.binary():
-            lineno += 1
+        for lineno, data in enumerate(self.source.binary(), 1):
             try:
                 line = data.decode("utf-8")
             except UnicodeDecodeError:
                 line = data.decode("utf-8", errors="replace")
                 replaced += 1
             if fast is not None:
-                if tail is not None and not line.startswith(head, at) and line.startswith(_JIT_CANDIDATE, at) \
+                same = line.startswith(head, at)
+                if not same and tail is not None and line.startswith(_JIT_CANDIDATE, at) \
                         and line.startswith("<", at + 42):  # the profile's next runner: its first candidate
                     close = line.find("> ", at + 42)
                     if close > 0:
+                        c.fill(gid, runner, lineno - 1)
                         runner, start = c.code(line[at + 42:close + 1]), close + 2
-                        head = line[at:start]
-                if line.startswith(head, at):
-                    if row is not None:  # the same fallback-call message again (the whole line after its time)
+                        head, same = line[at:start], True
+                if same:
+                    if tail is not None:  # the profile's next candidate
+                        i = line.find(tail, start)
+                        if i > 0:
+                            try:
+                                time_ms = float(line[i + tail_length:])
+                            except ValueError:
+                                pass
+                            else:
+                                add_tactic(line[start:i])
+                                add_time(time_ms)
+                                continue
+                    elif row is not None:  # the same fallback-call message again (the whole line after its time)
                         row["count"] += 1
                         continue
-                    if profiles is not None:  # the call's next "generated profile" line
+                    elif profiles is not None:  # the call's next "generated profile" line
                         text = line[start:-1]
                         if text not in profiles and line.endswith("\n"):
                             profiles.append(text)
                             generated += 1
-                            continue
-                    i = line.find(tail, start) if tail is not None else -1
-                    if i > 0:
-                        try:
-                            time_ms = float(line[i + tail_length:])
-                        except ValueError:
-                            pass
-                        else:
-                            add_group(gid)
-                            add_line(lineno)
-                            add_runner(runner)
-                            add_tactic(line[start:i])
-                            add_time(time_ms)
                             continue
                 elif key is not None and line.startswith(key, at):  # its "Generated key" line again
                     keys += 1
@@ -464,9 +481,11 @@ class _Reader:
             if keys or generated:
                 self._add_counts(keys, generated)
                 keys = generated = 0
+            c.fill(gid, runner, lineno - 1)
             fast = self._line(default, lineno, line)
             if fast is not None:
                 head, at, start, tail, tail_length, gid, runner, row, key, profiles = fast
+        c.fill(gid, runner, lineno)
         if not data.endswith(b"\n") and fast is not None and tail is not None and self.cands.line \
                 and self.cands.line[-1] == lineno:
             for column in (self.cands.group, self.cands.line, self.cands.runner, self.cands.tactic, self.cands.time):
@@ -500,7 +519,7 @@ class _Reader:
         if lineno == 1:
             self.first_text = line
         stream = default
-        if line[:2] != "20":  # not a timestamp-first line: look for a process prefix
+        if line[:2] != "20" and line[:1] != "\r":  # not a timestamp-first line nor a tqdm render: a process prefix?
             stream, line = self._split_prefix(default, line)
         self._armed = None
         if whole and "\r" not in line:
@@ -542,6 +561,8 @@ class _Reader:
         pieces = line.split("\r")
         last = len(pieces) - 1
         for index, piece in enumerate(pieces):
+            if not piece:
+                continue
             headers = _headers(piece)
             start = headers[0][0] if headers else len(piece)
             if start > 0 or not headers:
@@ -750,10 +771,10 @@ class _Reader:
         if stream.failure is not None:
             self._add_failure(stream, stream.run, *stream.failure)
         group, stream.group = stream.group, None
-        rows = self.cands.rows(group) if group is not None else []
-        if rows:  # the fast path does not keep the run's last line
+        last = self.cands.last_row(group) if group is not None else None
+        if last is not None:  # the fast path does not keep the run's last line
             run = group.call.run
-            run.last_line = max(run.last_line, self.cands.line[rows[-1]])
+            run.last_line = max(run.last_line, self.cands.line[last])
 
     def _bar(self, stream: _Stream, lineno: int, m: re.Match) -> None:
         op, n, total = m["op"], int(m["n"]), int(m["total"])
@@ -890,10 +911,13 @@ class _Reader:
         call.op, call.last_ts = call.op or key["op"], ts
         tactic = self._tactic(tactic_text)
         c = self.cands
-        reprs = {code: text for text, code in c.reprs.items()}
-        chosen = [k for k in c.rows(group) if c.tactic[k] == tactic_text and c.runner[k] == c.reprs.get(split[0])] or [
-            k for k in c.rows(group)
-            if self._tactic(c.tactic[k]) == tactic and self._runner(reprs[c.runner[k]])[0] == key["runner"]]
+        rows = c.rows(group)
+        runner = c.reprs.get(split[0])
+        chosen = [k for k in rows if c.tactic[k] == tactic_text and c.runner[k] == runner]
+        if not chosen:  # the same tactic printed another way, or the runner's repr differs: compare decoded
+            reprs = {code: text for text, code in c.reprs.items()}
+            chosen = [k for k in rows
+                      if self._tactic(c.tactic[k]) == tactic and self._runner(reprs[c.runner[k]])[0] == key["runner"]]
         chosen = [k for k in chosen if c.status(k) != "failed"]
         best = min(chosen, key=lambda k: c.time[k] if c.time[k] == c.time[k] else math.inf) if chosen else None
         self.winners.append({
@@ -959,7 +983,7 @@ class _Reader:
         return total, np.bincount(np.asarray(odd, dtype=np.int64), minlength=size)
 
     def tuning_rows(self) -> list[dict]:
-        total, failed = self._group_counts()
+        total, failed = (counts.tolist() for counts in self._group_counts())
         rows = []
         for call in self.calls:
             base = {"run_id": call.run.run_id, "rank": call.run.rank, "call": call.number, "op": call.op,
@@ -968,13 +992,13 @@ class _Reader:
             for g in profiled:
                 rows.append({**base, "op": g.op or call.op, "kind": "profile", "profile": g.profile,
                              "shapes": g.shapes, "wall_s": _span(g.start_ts, g.end_ts), "status": "ok",
-                             "n_candidates": int(total[g.gid]), "n_failed": int(failed[g.gid]),
+                             "n_candidates": total[g.gid], "n_failed": failed[g.gid],
                              "n_skipped": g.n_skipped})
             span = _span(call.first_ts, call.last_ts)
             rows.append({**base, "kind": "call", "profile": "",
                          "wall_s": span if span == span else call.bar_elapsed_s, "bar_elapsed_s": call.bar_elapsed_s,
-                         "n_candidates": int(sum(total[g.gid] for g in call.groups)),
-                         "n_failed": int(sum(failed[g.gid] for g in call.groups)),
+                         "n_candidates": sum(total[g.gid] for g in call.groups),
+                         "n_failed": sum(failed[g.gid] for g in call.groups),
                          "n_profiles": len(call.generated) or call.bar_total, "n_profiled": len(profiled)})
         return rows
 
@@ -1057,6 +1081,7 @@ def _opt_shapes(profile_repr: str) -> str | None:
 _DAYS: dict[str, float] = {}
 
 
+@functools.lru_cache(maxsize=1024)  # a profile's end is the next one's start
 def _seconds(ts: str | None) -> float:
     """Seconds of a log timestamp ``YYYY-MM-DD HH:MM:SS,mmm`` (for differences only)."""
     if ts is None:
@@ -1074,6 +1099,7 @@ def _span(start: str | None, end: str | None) -> float:
     return round(_seconds(end) - _seconds(start), 3)
 
 
+@functools.lru_cache(maxsize=1024)  # tqdm renders repeat the same few elapsed texts
 def _clock_seconds(text: str) -> float:
     """tqdm's elapsed ``[H:]MM:SS`` in seconds."""
     seconds = 0.0
@@ -1160,9 +1186,15 @@ _INTEGERS = ("line", "n_skipped", "n_profiles", "n_profiled", "pid", "rank", "fi
 
 
 def _conform(table: str, frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` as a ``table`` frame: the schema's columns, then the log's extras (missing ones empty)."""
-    frame = frame.reindex(columns=list(schema.columns(table)) + _EXTRA[table])
-    strings = [name for name, dtype in schema.describe(table)[["column", "dtype"]].values if dtype == "string"]
+    """``frame`` with the schema's columns, then the log's extras (missing ones empty), in their dtypes."""
+    dtypes = dict(schema.describe(table)[["column", "dtype"]].values)
+    strings = [name for name, dtype in dtypes.items() if dtype == "string"]
+    for column in _EXTRA[table]:
+        dtypes[column] = "Int64" if column in _INTEGERS else "float64" if column == "bar_elapsed_s" else "string"
+    # Missing columns are made empty in their dtype at once: converting an all-NaN column is slow on big frames.
+    missing = {column: pd.Series(None, index=frame.index, dtype=dtype) for column, dtype in dtypes.items()
+               if column not in frame.columns}
+    frame = frame.assign(**missing)[list(dtypes)]
     for column in frame.columns:
         if column in _INTEGERS:
             frame[column] = frame[column].astype("Int64")
@@ -1170,7 +1202,7 @@ def _conform(table: str, frame: pd.DataFrame) -> pd.DataFrame:
             frame[column] = frame[column].astype("float64")
         elif (column in strings or column in _EXTRA[table]) and str(frame[column].dtype) != "string":
             frame[column] = frame[column].astype("string")  # one pass (the schema's general path takes three)
-    return schema.conform(frame, table)
+    return frame  # LogTables conforms it to the schema on construction
 
 
 _EVENT_COLUMNS = ["run_id", "rank", "call", "file", "line", "logged_at", "level", "kind", "op", "runner", "tactic",
