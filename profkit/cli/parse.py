@@ -1,41 +1,59 @@
-"""``profkit parse``: FlashInfer debug logs and cache files into profkit tables (parquet), or a summary."""
+"""``profkit parse``: FlashInfer debug logs, cache files and engine outputs into tables (parquet), or a summary."""
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import sys
+import warnings
+import zlib
 from pathlib import Path
 
 NAME = "parse"
-HELP = "Read FlashInfer autotuner debug logs or cache files into profkit tables."
+HELP = "Read FlashInfer autotuner debug logs, cache files or engine benchmark outputs into profkit tables."
 EXAMPLES = """examples:
   profkit parse server.log                              # summary of what the log holds
   profkit parse rank0.log.gz rank1.log.gz --out parsed  # candidates/winners/tuning/runs/events/report.parquet
   profkit parse ~/.cache/flashinfer/0.7.2.post1/90/flashinfer_jit.log --out parsed
   profkit parse autotune.json --out cache_tables        # a v1 cache JSON (winners, runs)
   profkit parse ~/.cache/flashinfer/autotune --kind cache   # a v2 managed store, or a directory of cache files
+  profkit parse bench_on.txt bench_off.txt result.json  # SGLang/vLLM/lm-eval results (profkit.read_bench): a summary
+  profkit parse bench_on.txt --out parsed               # parsed/bench.parquet
+  profkit parse server.log bench_on.txt --out parsed    # parsed/log/*.parquet and parsed/bench/bench.parquet
+  profkit parse console.log --kind bench                # engine results from a log that also holds FlashInfer lines
 """
 
 _PROGRESS_BYTES = 8 << 20  # show a progress bar for logs larger than this
+_HEAD_BYTES = 1 << 20  # how much of a file auto detection looks at for FlashInfer log lines
+# Text only FlashInfer's logger and its tuning progress bar print.
+_FLASHINFER_MARKS = (b" - flashinfer.jit: ", b"[AutoTuner]", b"[Autotuner]")
+# The bench summary: serving rows, and lm-eval rows (one per task and metric).
+_SERVING_COLUMNS = ["engine", "format", "label", "model", "request_rate", "max_concurrency", "output_tok_s",
+                    "mean_ttft_ms", "mean_itl_ms"]
+_EVAL_COLUMNS = ["engine", "format", "label", "model", "task", "metric", "value"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE",
-                        help="log files (plain or .gz), cache JSON files or cache directories")
+                        help="log files (plain or .gz), cache JSON files or cache directories, engine benchmark "
+                             "outputs (SGLang, vLLM, lm-eval)")
     parser.add_argument("--out", default=None, metavar="DIR",
-                        help="write parquet tables here (with logs and caches both given: DIR/log and DIR/cache); "
+                        help="write parquet tables here (with several kinds given: DIR/log, DIR/cache, DIR/bench); "
                              "default: print a summary")
-    parser.add_argument("--kind", choices=("auto", "log", "cache"), default="auto",
-                        help="what the files are; auto: directories and JSON files are caches, the rest logs")
-    parser.add_argument("--strict", action="store_true", help="fail at the first unreadable record or entry")
+    parser.add_argument("--kind", choices=("auto", "log", "cache", "bench"), default="auto",
+                        help="what the files are; auto: files with FlashInfer log lines in their first MiB are logs, "
+                             "files profkit.read_bench finds engine results in are bench, directories and other "
+                             "JSON files are caches, the rest logs")
+    parser.add_argument("--strict", action="store_true",
+                        help="fail at the first unreadable record or entry (logs and caches)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
 def run(args: argparse.Namespace) -> int:
     import profkit
 
-    groups = {"log": [], "cache": []}
+    groups = {"log": [], "cache": [], "bench": []}
     for file in args.files:
         groups[args.kind if args.kind != "auto" else _kind(Path(file))].append(file)
     results = {}
@@ -44,26 +62,64 @@ def run(args: argparse.Namespace) -> int:
             results["log"] = profkit.read_log(groups["log"], strict=args.strict, progress=update)
     if groups["cache"]:
         results["cache"] = profkit.read_cache(groups["cache"], strict=args.strict)
+    if groups["bench"]:
+        results["bench"] = profkit.read_bench(groups["bench"])
     if args.out is None:
-        for kind, tables in results.items():
-            print(_summary(kind, tables))
+        for kind, result in results.items():
+            print(_bench_summary(result) if kind == "bench" else _summary(kind, result))
         return 0
-    for kind, tables in results.items():
+    for kind, result in results.items():
         target = Path(args.out) / kind if len(results) > 1 else Path(args.out)
-        tables.save(target)
-        print(target)
+        print(_save_bench(result, target) if kind == "bench" else result.save(target))
     return 0
 
 
 def _kind(path: Path) -> str:
-    """cache for directories and JSON objects, log for everything else (gzip included)."""
-    if path.is_dir() or path.suffix == ".json":
+    """bench for engine outputs read_bench finds results in (FlashInfer logs excepted), cache for directories and
+    JSON objects, log for everything else (gzip included)."""
+    if path.is_dir():
+        return "cache"
+    head = _head(path)
+    if head is not None and not any(mark in head for mark in _FLASHINFER_MARKS) and _has_bench_results(path):
+        return "bench"
+    if path.suffix == ".json":
         return "cache"
     if path.is_file():
         with open(path, "rb") as f:
             if f.read(64).lstrip()[:1] == b"{":
                 return "cache"
     return "log"
+
+
+def _head(path: Path) -> bytes | None:
+    """The first MiB of a file (decompressed when gzipped); None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path) as f:
+                head = f.read(_HEAD_BYTES)
+    except (OSError, EOFError, zlib.error):  # missing or damaged: the reader it goes to says so
+        return None
+    return head
+
+
+def _has_bench_results(path: Path) -> bool:
+    """Whether read_bench's own auto-detection finds an engine result in the file.
+
+    Logs are large and read_bench reads a whole file, so files whose first MiB shows FlashInfer log
+    lines are not asked (see _kind).
+    """
+    from profkit import read_bench
+    from profkit.errors import ProfkitError
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # read_bench warns again when the file is read for real
+        try:
+            read_bench(path)
+        except ProfkitError:
+            return False
+    return True
 
 
 class _ProgressBar:
@@ -111,3 +167,25 @@ def _summary(kind: str, tables) -> str:
         if len(flagged):
             text += f"\n{len(flagged)} entries FlashInfer would not use as stored (see winners.problem)"
     return text
+
+
+def _bench_summary(bench) -> str:
+    """Per source file: its serving rows and its lm-eval rows, as text tables."""
+    parts = [f"bench: {len(bench)} row(s)"]
+    for source, rows in bench.groupby("source", sort=False):
+        parts.append(str(source))
+        evals = rows["engine"] == "lm-eval"
+        for chosen, columns in ((~evals, _SERVING_COLUMNS), (evals, _EVAL_COLUMNS)):
+            if chosen.any():
+                parts.append(rows.loc[chosen, columns].to_string(index=False))
+    return "\n".join(parts)
+
+
+def _save_bench(bench, directory: Path) -> Path:
+    """Write ``directory/bench.parquet`` atomically; return its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / "bench.parquet"
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    bench.to_parquet(tmp, index=False)
+    os.replace(tmp, target)
+    return target
