@@ -72,11 +72,15 @@ def literal(text: str):
     Raises:
         ValueError: when the text is not such a literal.
     """
+    return _value(_expression(text, "a literal"))
+
+
+def _expression(text: str, what: str) -> ast.expr:
+    """The parsed (never evaluated) expression in ``text``; ValueError naming ``what`` was expected."""
     try:
-        node = ast.parse(text.strip(), mode="eval").body
+        return ast.parse(text.strip(), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise ValueError(f"not a literal: {exc}") from None
-    return _value(node)
+        raise ValueError(f"not {what}: {exc}") from None
 
 
 def _value(node):
@@ -100,10 +104,7 @@ def key_fields(text: str) -> dict:
     Raises:
         ValueError: when the text is not such a key.
     """
-    try:
-        node = ast.parse(text.strip(), mode="eval").body
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise ValueError(f"not a cache key: {exc}") from None
+    node = _expression(text, "a cache key")
     if not isinstance(node, ast.Tuple) or len(node.elts) not in (3, 4):
         raise ValueError("not a cache key: expected (op, runner, profile[, extras])")
     op, runner = (_value(e) for e in node.elts[:2])
