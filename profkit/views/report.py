@@ -31,7 +31,7 @@ from profkit.views._candidates import plot_candidates
 from profkit.views._compare import plot_diff, plot_rank_divergence, plot_winner_flips
 from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_change
 from profkit.views._speedup import plot_speedup
-from profkit.views._step import plot_step_times
+from profkit.views._step import STATE_ORDER, plot_step_times
 from profkit.views._tactic_map import plot_tactic_map
 from profkit.views._tuning import plot_tuning_time, plot_tuning_value
 
@@ -187,14 +187,15 @@ def analyse(data: ReportData) -> Results:
     diff, names = _repeat_diff(won, primary, t.candidates)
     cache_diff = _cache_diff(data, won)
     between = analysis.between_buckets(data.op_timings, speedups=speedups) if len(data.op_timings) else pd.DataFrame()
-    measured, predicted = _step_change(data, t)
+    step_rows = _step_rows(data)
+    measured, predicted = _step_change(data, t, step_rows)
     step_tuning = _step_tuning(data, t)
     break_even = _step_break_even(measured, step_tuning)
     e2e = _kernel_vs_e2e(data, speedups)
     return Results(noise=noise, winners=won, primary_runs=primary, speedups=speedups, breakdown=breakdown,
                    calls=calls, value=value, worth=worth, stability=stability, ranks=ranks, diff=diff,
                    diff_names=names, cache_diff=cache_diff, between=between, step_measured=measured,
-                   step_predicted=predicted, e2e=e2e, step_rows=_step_rows(data),
+                   step_predicted=predicted, e2e=e2e, step_rows=step_rows,
                    step_tuning=step_tuning, step_break_even=break_even)
 
 
@@ -270,9 +271,9 @@ def _step_rows(data: ReportData) -> pd.DataFrame:
     return data.step[(source.str.startswith("step/") | ~source.str.contains("/")).to_numpy(dtype=bool)]
 
 
-def _step_change(data: ReportData, t: schema.Tables):
-    """Measured change of each state vs untuned, and the tuned change the tuning-pass capture predicts."""
-    fresh = _step_rows(data)
+def _step_change(data: ReportData, t: schema.Tables, fresh: pd.DataFrame):
+    """Measured change of each state in ``fresh`` (:func:`_step_rows`) vs untuned, and the tuned change the
+    tuning-pass capture predicts."""
     if fresh.empty:
         return pd.DataFrame(), pd.DataFrame()
     from profkit.analysis import step as step_analysis
@@ -390,7 +391,7 @@ def figure_specs(data: ReportData, r: Results, labels: Mapping[str, str]) -> lis
                                 lambda: plot_step_change(r.step_measured, predicted=r.step_predicted)))
     if len(r.step_rows):
         for (model, dtype), rows in r.step_rows.groupby(["model", "dtype"], sort=True):
-            states = ", ".join(s for s in ("untuned", "tuned", "cache", "torch") if (rows["state"] == s).any())
+            states = ", ".join(s for s in STATE_ORDER if (rows["state"] == s).any())
             specs.append(FigureSpec(
                 f"step_times_{model}_{dtype}", f"Decoder step time per state: {model} {dtype}",
                 f"Step time of {model} {dtype} ({states}) across decode batch sizes (left) and prefill chunks "
