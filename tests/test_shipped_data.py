@@ -56,3 +56,26 @@ def test_op_timings_and_cache_file_are_beside_each_capture(shape):
     cache = json.loads((shape / "cache.json").read_text())
     entries = [k for k in cache if not k.startswith("_")]
     assert len(entries) == 20 and cache["_metadata"]["gpu"] == "NVIDIA H200"
+
+
+ENGINE_LIKE = DATA / "h200-engine-like"
+
+
+@pytest.mark.parametrize("capture,logs", [("capture", "logs"), ("pth-capture", "pth-logs")])
+def test_engine_like_capture_agrees_with_each_ranks_debug_log(capture, logs):
+    """profkit capture (prefix, and PROFKIT_CAPTURE alone) of spawned ranks on the H200 vs their own logs."""
+    from profkit.bench import engine_like
+
+    result = engine_like.check(ENGINE_LIKE / capture, ENGINE_LIKE / logs)
+    ranks = sorted(int(p.stem[4:]) for p in (ENGINE_LIKE / logs).glob("rank*.log"))
+    assert sorted(result["rank"].unique()) == ranks
+    assert result["candidates_equal"].all() and result["winners_equal"].all()
+    assert (result["capture_candidates"] > 0).all() and (result["capture_winners"] > 0).all()
+
+
+def test_engine_like_capture_has_one_process_per_rank():
+    t = profkit.load(ENGINE_LIKE / "capture")
+    assert sorted(t.runs["rank"]) == [0, 1] and t.runs["pid"].nunique() == 2
+    calls = t.tuning[t.tuning["kind"] == "call"]
+    assert calls.groupby("rank")["op"].apply(sorted).tolist() == [["bf16_gemm", "fp8_gemm"]] * 2
+    assert (t.winners.groupby(["rank", "op"]).size() == 10).all()  # buckets 1..512
