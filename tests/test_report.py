@@ -106,3 +106,13 @@ def test_break_even_rows_agree_with_the_capture_and_the_step_rows():
                     & (rows["tokens"] == row.tokens)]
         assert mine.loc[mine["state"] == "tuned", "step_ms"].median() == pytest.approx(row.tuned_ms)
         assert mine.loc[mine["state"] == "untuned", "step_ms"].median() == pytest.approx(row.untuned_ms)
+
+
+def test_headline_counts_later_runs_tuning_time():
+    """Two ranks tuning the same shapes: the first rank's call heads the line, the other rank's is not hidden."""
+    data = report.collect(DATA / "h200-engine-like" / "capture")
+    lines = report.headline(data, report.analyse(data))
+    bf16 = next(line for line in lines if line.startswith("Tuning one bf16_gemm call"))
+    assert "profiled all 10 buckets took 35.5 s over 1 call;" in bf16
+    assert bf16.endswith("Later runs (repeats, other ranks): 1 full call, 14.8 s.")
+    assert "further call" not in bf16  # no call re-profiled part of the buckets

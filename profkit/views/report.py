@@ -536,22 +536,28 @@ def headline(data: ReportData, r: Results) -> list[str]:
     lines = []
     # Calls that profiled buckets (a model forward also makes calls that hit the cache).
     per_call = r.breakdown.groupby(["run_id", "call"], observed=True).size().rename("n_buckets").reset_index()
-    c = r.calls.merge(per_call, on=["run_id", "call"], how="inner")
-    c = c[c["run_id"].isin(r.primary_runs).to_numpy(dtype=bool)]
-    for op, g in c.groupby("op", sort=True):
+    every = r.calls.merge(per_call, on=["run_id", "call"], how="inner")
+    primary = every["run_id"].isin(r.primary_runs).to_numpy(dtype=bool)
+    for op, g in every[primary].groupby("op", sort=True):
         full = g[g["n_buckets"] == g["n_buckets"].max()]
-        lines.append(f"Tuning one {op} call that profiled all {int(full['n_buckets'].max())} buckets took "
-                     f"{full['wall_s'].min():.1f}-{full['wall_s'].max():.1f} s (median {full['wall_s'].median():.1f} s, "
-                     f"{len(full)} calls); measuring candidates was {full['measure_s'].sum() / full['wall_s'].sum():.0%}"
-                     f" of it, runner preparation (cuDNN plans) {full['prep_s'].sum() / full['wall_s'].sum():.0%}. "
-                     f"{len(g) - len(full)} further calls re-profiled some buckets "
+        n_buckets = int(full["n_buckets"].max())
+        line = (f"Tuning one {op} call that profiled all {n_buckets} buckets took {_spread_s(full['wall_s'])} "
+                f"over {_count(len(full), 'call')}; measuring candidates was "
+                f"{full['measure_s'].sum() / full['wall_s'].sum():.0%} of it, runner preparation (cuDNN plans) "
+                f"{full['prep_s'].sum() / full['wall_s'].sum():.0%}.")
+        if len(g) > len(full):
+            line += (f" {_count(len(g) - len(full), 'further call')} re-profiled some buckets "
                      f"({(g['wall_s'].sum() - full['wall_s'].sum()):.1f} s).")
+        later = every[~primary & (every["op"] == op).to_numpy(dtype=bool) & (every["n_buckets"] == n_buckets).to_numpy(dtype=bool)]
+        if len(later):
+            line += f" Later runs (repeats, other ranks): {_count(len(later), 'full call')}, {_spread_s(later['wall_s'])}."
+        lines.append(line)
     s = r.speedups
     if len(s):
         for op, g in s.groupby("op", sort=True):
             beyond = int((g["slower_than_default"] & ~g["within_noise"]).sum())
             lines.append(f"{op}: winner over default median {g['speedup'].median():.3f}x, max {g['speedup'].max():.3f}x "
-                         f"over {len(g)} buckets; {int(g['slower_than_default'].sum())} buckets measured slower than the "
+                         f"over {len(g)} buckets; {_count(int(g['slower_than_default'].sum()), 'bucket')} measured slower than the "
                          f"default, {beyond} of them beyond the noise band.")
     st = r.stability[r.stability["n_tunings"] > 1] if len(r.stability) else r.stability
     if len(st):
@@ -575,6 +581,18 @@ def headline(data: ReportData, r: Results) -> list[str]:
                      f"(median {m['delta_pct'].median():+.1f}%); {int(m['slower'].sum())} of {len(m)} sizes slower "
                      "beyond noise.")
     return lines
+
+
+def _spread_s(seconds: pd.Series) -> str:
+    """``35.5 s`` for one value, ``19.3-49.0 s (median 38.1 s)`` for several."""
+    if len(seconds) == 1:
+        return f"{seconds.iloc[0]:.1f} s"
+    return f"{seconds.min():.1f}-{seconds.max():.1f} s (median {seconds.median():.1f} s)"
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 call``, ``2 calls``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _sections(data: ReportData, r: Results, labels: Mapping[str, str]) -> list[Section]:
