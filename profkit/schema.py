@@ -260,10 +260,7 @@ class Tables:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         for table in TABLES:
-            target = path / f"{table}.parquet"
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            getattr(self, table).to_parquet(tmp, index=False)
-            os.replace(tmp, target)
+            write_parquet(getattr(self, table), path / f"{table}.parquet")
         return path
 
     def __repr__(self) -> str:
@@ -280,6 +277,14 @@ class Tables:
             + (f"\n  WARNING: {len(self.problems)} file(s) could not be read and were skipped; see .problems"
                if self.problems else "")
         )
+
+
+def write_parquet(frame: pd.DataFrame, target: Path) -> Path:
+    """Write ``frame`` to ``target`` atomically (a dot-named temporary file renamed into place)."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, target)
+    return target
 
 
 def concat(parts: Iterable[Tables]) -> Tables:

@@ -183,9 +183,7 @@ def _bench_summary(bench) -> str:
 
 def _save_bench(bench, directory: Path) -> Path:
     """Write ``directory/bench.parquet`` atomically; return its path."""
+    from profkit.schema import write_parquet
+
     directory.mkdir(parents=True, exist_ok=True)
-    target = directory / "bench.parquet"
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    bench.to_parquet(tmp, index=False)
-    os.replace(tmp, target)
-    return target
+    return write_parquet(bench, directory / "bench.parquet")

@@ -124,10 +124,7 @@ class LogTables(schema.Tables):
         """Write the four tables (see :meth:`Tables.save`) plus events.parquet and report.parquet."""
         path = super().save(path)
         for name in ("events", "report"):
-            target = path / f"{name}.parquet"
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            getattr(self, name).to_parquet(tmp, index=False)
-            os.replace(tmp, target)
+            schema.write_parquet(getattr(self, name), path / f"{name}.parquet")
         return path
 
 
