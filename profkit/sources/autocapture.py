@@ -25,10 +25,10 @@ import threading
 from pathlib import Path
 
 from profkit import schema
+from profkit.sources._bootstrap._profkit_boot import ENV_DIR, path_first
 from profkit.sources.capture import Capture
 from profkit.sources.env import current_rank
 
-ENV_DIR = "PROFKIT_CAPTURE"  # where each process writes; setting it is what turns capture on
 ENV_TIME_DEFAULT = "PROFKIT_CAPTURE_TIME_DEFAULT"  # "0": do not time the default tactic
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
 PTH_NAME = "profkit-capture.pth"
@@ -43,8 +43,7 @@ def child_environment(out: str | os.PathLike, *, time_default: bool = True, base
     env = dict(os.environ if base is None else base)
     env[ENV_DIR] = os.path.abspath(out)
     env[ENV_TIME_DEFAULT] = "1" if time_default else "0"
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(BOOTSTRAP_DIR)]
-    env["PYTHONPATH"] = os.pathsep.join([str(BOOTSTRAP_DIR), *rest])
+    env["PYTHONPATH"] = path_first(str(BOOTSTRAP_DIR), env.get("PYTHONPATH", ""))
     return env
 
 

@@ -12,7 +12,7 @@ Nothing here imports flashinfer, torch or profkit.
 import os
 import sys
 
-ENV_DIR = "PROFKIT_CAPTURE"
+ENV_DIR = "PROFKIT_CAPTURE"  # where each process writes; setting it is what turns capture on
 _WATCHED = frozenset(("flashinfer", "flashinfer.autotuner"))
 _started = False
 
@@ -33,11 +33,17 @@ def start(bootstrap_dir):
         sys.meta_path.insert(0, _Watcher())
 
 
+def path_first(entry, pythonpath):
+    """``pythonpath`` with ``entry`` first and nowhere else (empty parts dropped)."""
+    return os.pathsep.join([entry] + [p for p in pythonpath.split(os.pathsep) if p and p != entry])
+
+
 def _propagate(bootstrap_dir):
     """Keep this folder first on PYTHONPATH, so interpreters started without the .pth see it too."""
-    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    parts = [p for p in pythonpath.split(os.pathsep) if p]
     if not parts or parts[0] != bootstrap_dir:
-        os.environ["PYTHONPATH"] = os.pathsep.join([bootstrap_dir] + [p for p in parts if p != bootstrap_dir])
+        os.environ["PYTHONPATH"] = path_first(bootstrap_dir, pythonpath)
 
 
 class _Watcher:
