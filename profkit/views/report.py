@@ -548,7 +548,8 @@ def headline(data: ReportData, r: Results) -> list[str]:
         if len(g) > len(full):
             line += (f" {_count(len(g) - len(full), 'further call')} re-profiled some buckets "
                      f"({(g['wall_s'].sum() - full['wall_s'].sum()):.1f} s).")
-        later = every[~primary & (every["op"] == op).to_numpy(dtype=bool) & (every["n_buckets"] == n_buckets).to_numpy(dtype=bool)]
+        later = every[~primary & (every["op"] == op).to_numpy(dtype=bool)
+                      & (every["n_buckets"] == n_buckets).to_numpy(dtype=bool)]
         if len(later):
             line += f" Later runs (repeats, other ranks): {_count(len(later), 'full call')}, {_spread_s(later['wall_s'])}."
         lines.append(line)
