@@ -1,0 +1,259 @@
+"""Do the tuner's picks hold when the op runs the way engines run it? (the ``verify`` table)
+
+``profkit verify`` re-times, per op, GEMM shape and M, the tuner's top-k candidates of M's bucket,
+its winner and the default (runners[0], tactic -1) in a CUDA graph with rotating inputs: the
+*serving* time, beside the tuner's own time of the same candidate. This module is the pure part:
+which candidates to time (:func:`verify_plan`), and what the timings say (:func:`bucket_verdicts`,
+:func:`op_summary`, :func:`repair_picks`, :func:`predict_step_from_verify`).
+
+Noise: a serving time carries the p10-p90 band of its graph replays. The pick is *faster* than the
+default when its p90 is below the default's p10, *slower* when its p10 is above the default's p90,
+else the two are within noise (the rule the shipped op timings use).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from profkit.analysis._frames import conform, empty, flashinfer_rows, gemm_shape, require
+from profkit.analysis.engine import assign_bucket
+
+PLAN_COLUMNS = {
+    "run_id": "string", "op": "string", "shape": "string", "n": "Int64", "k": "Int64", "m": "Int64",
+    "bucket": "Int64", "profile": "string", "runner": "string", "tactic": "string", "tuner_ms": "float64",
+    "tuner_rank": "Int64", "winner": "boolean", "default": "boolean",
+}
+VERDICT_COLUMNS = {
+    "run_id": "string", "op": "string", "shape": "string", "m": "Int64", "bucket": "Int64",
+    "at_bucket": "boolean", "pick_runner": "string", "pick_tactic": "string", "pick_ms": "float64",
+    "default_ms": "float64", "tuner_speedup": "float64", "serving_speedup": "float64",
+    "serving_noise": "float64", "verdict": "string", "best_runner": "string", "best_tactic": "string",
+    "best_ms": "float64", "regret": "float64", "rank_agreement": "float64", "cache_runs_pick": "boolean",
+}
+SUMMARY_COLUMNS = {
+    "op": "string", "buckets": "Int64", "faster": "Int64", "slower": "Int64", "within_noise": "Int64",
+    "median_tuner_speedup": "float64", "median_serving_speedup": "float64", "median_regret": "float64",
+    "median_rank_agreement": "float64",
+}
+REPAIR_COLUMNS = {
+    "run_id": "string", "op": "string", "shape": "string", "bucket": "Int64", "runner": "string",
+    "tactic": "string", "file_key": "string", "serving_ms": "float64", "default_ms": "float64",
+    "tuner_runner": "string", "tuner_tactic": "string", "reason": "string",
+}
+STEP_COLUMNS = {
+    "op": "string", "tokens": "Int64", "layers": "Int64", "state": "string",
+    "predicted_delta_ms": "float64", "n_linears": "Int64", "n_missing": "Int64",
+}
+
+
+def verify_plan(candidates: pd.DataFrame, winners: pd.DataFrame, *, sizes, top_k: int = 5) -> pd.DataFrame:
+    """Which candidates ``profkit verify`` times, at which M.
+
+    Args:
+        candidates, winners: a capture's tables (profiled winners with ``default_time_ms``).
+        sizes: the M values to time; each is timed with the candidates of the bucket FlashInfer's
+            GEMMs round it up to (M above the largest tuned bucket is left out: untuned there).
+        top_k: how many of the bucket's fastest candidates by the tuner's own time.
+
+    Returns:
+        One row per (run_id, op, shape, m, runner, tactic): the top-k candidates, the winner and
+        the default (runners[0], tactic -1; ``tuner_ms`` is profkit's default timing), with
+        ``tuner_rank`` (1 = the tuner's fastest; the default's rank among them when it was a
+        candidate, else NA). Sorted by run_id, op, shape, m, tuner_rank.
+    """
+    require(candidates, ("run_id", "op", "profile", "bucket", "runner", "tactic", "time_ms", "status"), "candidates")
+    require(winners, ("run_id", "op", "profile", "bucket", "runner", "tactic", "default_runner",
+                      "default_time_ms"), "winners")
+    won = winners[winners["source"].astype("string") == "profiled"] if "source" in winners else winners
+    timed = flashinfer_rows(candidates)
+    timed = timed[(timed["status"].astype("string") == "ok").fillna(False).to_numpy(bool) & timed["time_ms"].notna()]
+    ranked = timed.sort_values(["run_id", "op", "profile", "time_ms"], kind="stable").drop_duplicates(
+        ["run_id", "op", "profile", "runner", "tactic"])
+    ranked = ranked.assign(tuner_rank=ranked.groupby(["run_id", "op", "profile"]).cumcount() + 1)
+    rank_of = {key: (r, t) for key, r, t in zip(
+        zip(ranked["run_id"], ranked["op"], ranked["profile"], ranked["runner"], ranked["tactic"]),
+        ranked["tuner_rank"], ranked["time_ms"])}
+    rows = []
+    for w in won.itertuples(index=False):
+        shape = gemm_shape(w.profile)
+        if shape is None:
+            continue
+        n, k = (int(part.split("=")[1]) for part in shape.split())
+        bucket_rows = ranked[(ranked["run_id"] == w.run_id) & (ranked["op"] == w.op) & (ranked["profile"] == w.profile)]
+        chosen = {(r.runner, r.tactic): (r.time_ms, r.tuner_rank) for r in bucket_rows.head(top_k).itertuples()}
+        key = (w.run_id, w.op, w.profile)
+        chosen.setdefault((w.runner, w.tactic), rank_of.get(key + (w.runner, w.tactic), (pd.NA, w.time_ms))[::-1])
+        default_rank = rank_of.get(key + (w.default_runner, "-1"), (pd.NA, None))[0]
+        chosen[(w.default_runner, "-1")] = (w.default_time_ms, default_rank)
+        for (runner, tactic), (tuner_ms, rank) in chosen.items():
+            rows.append({"run_id": w.run_id, "op": w.op, "shape": shape, "n": n, "k": k, "bucket": int(w.bucket),
+                         "profile": w.profile, "runner": runner, "tactic": tactic, "tuner_ms": tuner_ms,
+                         "tuner_rank": rank, "winner": (runner, tactic) == (w.runner, w.tactic),
+                         "default": (runner, tactic) == (w.default_runner, "-1")})
+    if not rows:
+        return empty(PLAN_COLUMNS)
+    per_bucket = pd.DataFrame(rows)
+    out = []
+    for (run_id, op, shape), group in per_bucket.groupby(["run_id", "op", "shape"], sort=True):
+        buckets = np.unique(group["bucket"].astype(int))
+        wanted = np.asarray(sorted({int(m) for m in sizes if int(m) <= buckets.max()}), dtype=np.int64)
+        for m, bucket in zip(wanted, assign_bucket(wanted, buckets)):
+            out.append(group[group["bucket"] == bucket].assign(m=int(m)))
+    plan = pd.concat(out) if out else per_bucket.iloc[:0].assign(m=pd.Series(dtype="Int64"))
+    plan = plan.sort_values(["run_id", "op", "shape", "m", "tuner_rank"], na_position="last", kind="stable")
+    return conform(plan, PLAN_COLUMNS)
+
+
+def bucket_verdicts(verify: pd.DataFrame) -> pd.DataFrame:
+    """Per (run_id, op, shape, m): the tuner's pick against the default and the serving-best.
+
+    Args:
+        verify: the verify table (``profkit verify``; ``serving_ms`` with p10/p90 per candidate).
+
+    Returns:
+        One row per (run_id, op, shape, m) that has both a timed pick and a timed default:
+        serving_speedup (default / pick, serving times), tuner_speedup (the same by the tuner's
+        times), serving_noise (relative half-width of the wider p10-p90 band of the two),
+        verdict ``faster`` / ``slower`` / ``within_noise``, the serving-best candidate and the
+        pick's regret against it (pick / best - 1), rank_agreement (Spearman correlation of the
+        tuner's and the serving order of the timed candidates; NaN under 3 candidates), and
+        cache_runs_pick (whether FlashInfer's own lookup at this M ran the pick). Sorted by
+        run_id, op, shape, m.
+    """
+    require(verify, ("run_id", "op", "shape", "m", "bucket", "runner", "tactic", "tuner_ms", "winner", "default",
+                     "serving_ms", "serving_p10_ms", "serving_p90_ms"), "verify")
+    ok = verify[verify["serving_ms"].notna()]
+    rows = []
+    for (run_id, op, shape, m), group in ok.groupby(["run_id", "op", "shape", "m"], sort=True):
+        pick, default = group[group["winner"].fillna(False)], group[group["default"].fillna(False)]
+        if pick.empty or default.empty:
+            continue
+        p, d = pick.iloc[0], default.iloc[0]
+        best = group.loc[group["serving_ms"].idxmin()]
+        faster = p["serving_p90_ms"] < d["serving_p10_ms"]
+        slower = p["serving_p10_ms"] > d["serving_p90_ms"]
+        band = max(_half_band(p), _half_band(d))
+        cache = group["cache_choice"].fillna(False) if "cache_choice" in group else pd.Series(False, index=group.index)
+        rows.append({
+            "run_id": run_id, "op": op, "shape": shape, "m": m, "bucket": p["bucket"], "at_bucket": m == p["bucket"],
+            "pick_runner": p["runner"], "pick_tactic": p["tactic"], "pick_ms": p["serving_ms"],
+            "default_ms": d["serving_ms"], "tuner_speedup": d["tuner_ms"] / p["tuner_ms"],
+            "serving_speedup": d["serving_ms"] / p["serving_ms"], "serving_noise": band,
+            "verdict": "faster" if faster else "slower" if slower else "within_noise",
+            "best_runner": best["runner"], "best_tactic": best["tactic"], "best_ms": best["serving_ms"],
+            "regret": p["serving_ms"] / best["serving_ms"] - 1.0,
+            "rank_agreement": _spearman(group["tuner_ms"], group["serving_ms"]),
+            "cache_runs_pick": bool(cache[group["winner"].fillna(False)].any()),
+        })
+    return conform(pd.DataFrame(rows), VERDICT_COLUMNS) if rows else empty(VERDICT_COLUMNS)
+
+
+def op_summary(verdicts: pd.DataFrame, *, at_bucket_only: bool = True) -> pd.DataFrame:
+    """Per op: how often the tuner's pick is faster, slower or within noise of the default in serving.
+
+    ``at_bucket_only`` counts each bucket once, at its own M (between-bucket M values run the
+    same pick, or the default for runners keyed by M).
+    """
+    require(verdicts, ("op", "at_bucket", "verdict", "tuner_speedup", "serving_speedup", "regret",
+                       "rank_agreement"), "verdicts")
+    v = verdicts[verdicts["at_bucket"].fillna(False)] if at_bucket_only else verdicts
+    rows = []
+    for op, g in v.groupby("op", sort=True):
+        counts = g["verdict"].value_counts()
+        rows.append({"op": op, "buckets": len(g), "faster": int(counts.get("faster", 0)),
+                     "slower": int(counts.get("slower", 0)), "within_noise": int(counts.get("within_noise", 0)),
+                     "median_tuner_speedup": g["tuner_speedup"].median(),
+                     "median_serving_speedup": g["serving_speedup"].median(),
+                     "median_regret": g["regret"].median(), "median_rank_agreement": g["rank_agreement"].median()})
+    return conform(pd.DataFrame(rows), SUMMARY_COLUMNS) if rows else empty(SUMMARY_COLUMNS)
+
+
+def repair_picks(verify: pd.DataFrame) -> pd.DataFrame:
+    """Per (run_id, op, shape, bucket): the serving-verified best, or the default where nothing beats it.
+
+    Timed at the bucket's own M. A candidate replaces the default only when it is faster beyond
+    noise (its p90 below the default's p10); among those, the fastest median wins, ties to the
+    tuner's order. Each row carries FlashInfer's cache-file key of the chosen runner, recorded by
+    verify at the bucket's M (``file_key``), which is what :func:`profkit.views.repair.cache_file`
+    writes.
+    """
+    require(verify, ("run_id", "op", "shape", "m", "bucket", "runner", "tactic", "winner", "default",
+                     "serving_ms", "serving_p10_ms", "serving_p90_ms", "file_key"), "verify")
+    at = verify[(verify["m"] == verify["bucket"]) & verify["serving_ms"].notna()]
+    rows = []
+    for (run_id, op, shape, bucket), g in at.groupby(["run_id", "op", "shape", "bucket"], sort=True):
+        default, tuner = g[g["default"].fillna(False)], g[g["winner"].fillna(False)]
+        if default.empty:
+            continue
+        d = default.iloc[0]
+        beats = g[(g["serving_p90_ms"] < d["serving_p10_ms"]) & ~g["default"].fillna(False)]
+        if beats.empty:
+            choice, reason = d, "nothing beats the default beyond noise"
+        else:
+            choice = beats.sort_values(["serving_ms", "tuner_rank"], na_position="last", kind="stable").iloc[0]
+            reason = "serving-best, faster than the default beyond noise"
+        rows.append({"run_id": run_id, "op": op, "shape": shape, "bucket": bucket, "runner": choice["runner"],
+                     "tactic": choice["tactic"], "file_key": choice["file_key"], "serving_ms": choice["serving_ms"],
+                     "default_ms": d["serving_ms"],
+                     "tuner_runner": tuner["runner"].iloc[0] if len(tuner) else None,
+                     "tuner_tactic": tuner["tactic"].iloc[0] if len(tuner) else None, "reason": reason})
+    return conform(pd.DataFrame(rows), REPAIR_COLUMNS) if rows else empty(REPAIR_COLUMNS)
+
+
+def predict_step_from_verify(verify: pd.DataFrame, *, shapes, tokens, layers: int,
+                             picks: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Predicted step-time change against untuned, from serving timings of the linears.
+
+    Per linear and step size M, the tuned op runs what FlashInfer's own lookup chose at M in
+    verify (``cache_choice``: the bucket's pick, or the default where the pick's key does not
+    match M); ``picks`` (e.g. :func:`repair_picks`) predicts another cache instead: its runner
+    and tactic at M's bucket, the default where the chosen key was recorded at another M.
+    The change is that candidate's serving time minus the default's at M, summed over the
+    linears and times ``layers``.
+
+    Returns:
+        One row per (op, tokens): state ('tuned' or 'repaired'), predicted_delta_ms (negative =
+        faster), n_linears found, n_missing (linears without the timings needed: NaN result).
+    """
+    require(verify, ("op", "shape", "m", "runner", "tactic", "default", "serving_ms"), "verify")
+    wanted = {f"N={n} K={k}" for n, k in shapes}
+    v = verify[verify["shape"].isin(wanted) & verify["m"].isin(list(tokens))]
+    rows = []
+    for (op, m), g in v.groupby(["op", "m"], sort=True):
+        deltas = []
+        for shape, lin in g.groupby("shape"):
+            default = lin[lin["default"].fillna(False)]["serving_ms"]
+            if picks is None:
+                runs = lin[lin["cache_choice"].fillna(False)]["serving_ms"] if "cache_choice" in lin else lin.iloc[:0]
+            else:
+                runs = _repaired_time(lin, picks)
+            deltas.append(runs.iloc[0] - default.iloc[0] if len(runs) and len(default) else np.nan)
+        rows.append({"op": op, "tokens": m, "layers": layers, "state": "tuned" if picks is None else "repaired",
+                     "predicted_delta_ms": float(np.sum(deltas)) * layers if not np.isnan(deltas).any() else np.nan,
+                     "n_linears": len(deltas), "n_missing": int(np.isnan(deltas).sum())})
+    return conform(pd.DataFrame(rows), STEP_COLUMNS) if rows else empty(STEP_COLUMNS)
+
+
+def _repaired_time(linear: pd.DataFrame, picks: pd.DataFrame) -> pd.Series:
+    """Serving time at this M of what a repaired cache runs (its pick if its key holds at M)."""
+    row = linear.iloc[0]
+    pick = picks[(picks["op"] == row["op"]) & (picks["shape"] == row["shape"]) & (picks["bucket"] == row["bucket"])]
+    if pick.empty:
+        return linear[linear["default"].fillna(False)]["serving_ms"]
+    p = pick.iloc[0]
+    same = linear[(linear["runner"] == p["runner"]) & (linear["tactic"] == p["tactic"])]
+    if "file_key" in linear and len(same) and same["file_key"].iloc[0] != p["file_key"]:
+        return linear[linear["default"].fillna(False)]["serving_ms"]  # key holds only at the bucket's M
+    return same["serving_ms"]
+
+
+def _half_band(row) -> float:
+    return float((row["serving_p90_ms"] - row["serving_p10_ms"]) / (2 * row["serving_ms"]))
+
+
+def _spearman(a: pd.Series, b: pd.Series) -> float:
+    frame = pd.DataFrame({"a": a.to_numpy(float), "b": b.to_numpy(float)}).dropna()
+    if len(frame) < 3:
+        return float("nan")
+    return float(frame["a"].rank().corr(frame["b"].rank()))

@@ -1,0 +1,58 @@
+"""``profkit repair``: a FlashInfer cache file with the serving-verified best pick per bucket."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+NAME = "repair"
+HELP = "write a FlashInfer cache file holding, per bucket, the serving-verified best (or the default)"
+EXAMPLES = """examples:
+  profkit repair runs/verify/fp8/*/verify.parquet --like data/h200/fp8/fp8_gemm-llama3-8b-o/cache.json --out repaired.json
+  # then: with flashinfer.autotune(False, cache="repaired.json"): model(x)
+"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("verify", nargs="+", type=Path, help="verify.parquet files (profkit verify)")
+    p.add_argument("--like", type=Path, action="append", default=[],
+                   help="the capture's FlashInfer cache file: _metadata and measurement policies are taken "
+                        "from it (default: the running FlashInfer's metadata)")
+    p.add_argument("--out", type=Path, required=True, help="the cache file to write")
+
+
+def run(args) -> int:
+    import pandas as pd
+
+    from profkit import schema
+    from profkit.analysis.verify import repair_picks
+    from profkit.errors import ProfkitError
+    from profkit.views.repair import cache_file
+
+    frames = []
+    for path in args.verify:
+        try:
+            frames.append(schema.conform(pd.read_parquet(path), "verify"))
+        except (OSError, ValueError) as exc:
+            raise ProfkitError(f"{path}: not a verify table ({exc})") from exc
+    picks = repair_picks(pd.concat(frames, ignore_index=True))
+    like: dict = {}
+    for path in args.like:
+        like.update(json.loads(path.read_text()))
+    metadata = like.pop("_metadata", None) or _running_metadata()
+    content = cache_file(picks, metadata=metadata, like=like)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(content, indent=2) + "\n")
+    kept = int((picks["runner"] == picks["tuner_runner"]).sum() if len(picks) else 0)
+    to_default = int(picks["reason"].str.startswith("nothing").sum()) if len(picks) else 0
+    print(f"profkit repair: {len(content) - 1} buckets ({to_default} back to the default, "
+          f"{len(picks) - to_default} serving-best; tuner's runner kept in {kept}) -> {args.out}", file=sys.stderr)
+    print(args.out)
+    return 0
+
+
+def _running_metadata() -> dict:
+    from flashinfer.autotuner.autotuner import _collect_metadata
+
+    return _collect_metadata()

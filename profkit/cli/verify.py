@@ -1,0 +1,48 @@
+"""``profkit verify``: re-time the tuner's picks the way engines run them (CUDA graphs, GPU)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+NAME = "verify"
+HELP = "re-time the tuner's top candidates, winner and default in CUDA graphs at every bucket and M (GPU)"
+EXAMPLES = """examples:
+  profkit verify data/h200/fp8 --out runs/verify/fp8          # every capture under the folder
+  profkit verify runs/mine/capture --cache runs/mine/cache.json --top-k 3
+"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("captures", nargs="+", help="capture directories (or folders holding them)")
+    p.add_argument("--cache", type=Path, help="FlashInfer cache file of the captures (default: cache.json beside each)")
+    p.add_argument("--top-k", type=int, default=5, help="the tuner's fastest candidates per bucket to re-time")
+    p.add_argument("--replays", type=int, default=30, help="CUDA graph replays per candidate")
+    p.add_argument("--only-buckets", action="store_true", help="time each bucket's own M only")
+    p.add_argument("--deadline-s", type=float, default=None, help="start no new capture after this many seconds")
+    p.add_argument("--out", type=Path, help="write verify.parquet here (default: beside each capture)")
+
+
+def run(args) -> int:
+    import torch
+
+    if not torch.cuda.is_available():
+        print("profkit verify: a CUDA GPU is needed (torch.cuda.is_available() is False on this machine)",
+              file=sys.stderr)
+        return 2
+    from profkit.bench.verify import run as verify
+
+    written = verify(args.captures, out=args.out, cache=args.cache, top_k=args.top_k, replays=args.replays,
+                     only_buckets=args.only_buckets, deadline_s=args.deadline_s,
+                     log=lambda line: print(line, file=sys.stderr, flush=True))
+    for path in written:
+        print(path)
+    return 0 if written else 1
+
+
+if __name__ == "__main__":  # python -m profkit.cli.verify: the device scripts run it alone
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="profkit verify", description=HELP, epilog=EXAMPLES)
+    add_arguments(parser)
+    raise SystemExit(run(parser.parse_args()))
