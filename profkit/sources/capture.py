@@ -31,7 +31,7 @@ from typing import Any
 from profkit import schema
 from profkit.errors import ProfkitError
 from profkit.sources.env import collect_env, current_rank, new_run_id, utc_now
-from profkit.sources.hooks import Hook, HookSet
+from profkit.sources.hooks import Hook, HookSet, Layer
 from profkit.sources.recorder import (CallFrame, Candidate, ProfileWindow, RowBuilder, candidate_status,
                                       error_text, timing_text)
 
@@ -121,42 +121,42 @@ class _Recorder:
         return not (self.state.quiet and record.thread == threading.get_ident())
 
     # -- wrappers ----------------------------------------------------------------------------
-    def _wrap_choose_one(self, hook: Hook):
+    def _wrap_choose_one(self, layer: Layer):
         def choose_one(tuner, custom_op, runners, tuning_config, inputs, **kwargs):
             if not tuner.is_tuning_mode or not self.captures:
-                return hook.inner(tuner, custom_op, runners, tuning_config, inputs, **kwargs)
-            return self._tuning_call(hook, "choose_one", tuner, custom_op, runners, tuning_config, inputs, (), kwargs)
+                return layer.inner(tuner, custom_op, runners, tuning_config, inputs, **kwargs)
+            return self._tuning_call(layer, "choose_one", tuner, custom_op, runners, tuning_config, inputs, (), kwargs)
         return choose_one
 
-    def _wrap_rank_tactics(self, hook: Hook):
+    def _wrap_rank_tactics(self, layer: Layer):
         def rank_tactics(tuner, custom_op, runners, tuning_config, inputs, *args, **kwargs):
             k = args[0] if args else kwargs.get("k", 1)
             # With k == 1 (or untuned) rank_tactics is choose_one, which records itself.
             if not tuner.is_tuning_mode or not self.captures or k == 1:
-                return hook.inner(tuner, custom_op, runners, tuning_config, inputs, *args, **kwargs)
-            return self._tuning_call(hook, "rank_tactics", tuner, custom_op, runners, tuning_config, inputs,
+                return layer.inner(tuner, custom_op, runners, tuning_config, inputs, *args, **kwargs)
+            return self._tuning_call(layer, "rank_tactics", tuner, custom_op, runners, tuning_config, inputs,
                                      args, kwargs)
         return rank_tactics
 
-    def _wrap_profiles(self, hook: Hook):
+    def _wrap_profiles(self, layer: Layer):
         def _generate_optimization_profiles(tuner, tuning_config, inputs):
-            profiles = hook.inner(tuner, tuning_config, inputs)
+            profiles = layer.inner(tuner, tuning_config, inputs)
             frame = self._frame()
             if frame is not None and frame.profiles is None:
                 frame.profiles, frame.config = list(profiles), tuning_config
             return profiles
         return _generate_optimization_profiles
 
-    def _wrap_prepare(self, hook: Hook):
+    def _wrap_prepare(self, layer: Layer):
         def _prepare_input_tensors(tuner, profile, inputs):
             frame = self._frame()
             if frame is None:
-                return hook.inner(tuner, profile, inputs)
+                return layer.inner(tuner, profile, inputs)
             started = self._close_window(tuner, frame)
             window = ProfileWindow(profile=profile, started=started, jit_at_start=self.state.jit_s)
             frame.windows.append(window)
             try:
-                return hook.inner(tuner, profile, inputs)
+                return layer.inner(tuner, profile, inputs)
             except self.fi["oom"]:
                 frame.saw_oom = True
                 raise
@@ -164,10 +164,10 @@ class _Recorder:
                 window.synth_s = _now() - started
         return _prepare_input_tensors
 
-    def _wrap_profile_single_kernel(self, hook: Hook):
+    def _wrap_profile_single_kernel(self, layer: Layer):
         def _profile_single_kernel(tuner, runner, inputs, tactic, tuning_config, *args, **kwargs):
             if not self.captures:
-                return hook.inner(tuner, runner, inputs, tactic, tuning_config, *args, **kwargs)
+                return layer.inner(tuner, runner, inputs, tactic, tuning_config, *args, **kwargs)
             frame = self._frame()
             state = self.state
             candidate = self._candidate(tuner, runner, inputs, tactic, tuning_config)
@@ -175,7 +175,7 @@ class _Recorder:
             state.warnings = []
             error = None
             try:
-                candidate.time_ms = hook.inner(tuner, runner, inputs, tactic, tuning_config, *args, **kwargs)
+                candidate.time_ms = layer.inner(tuner, runner, inputs, tactic, tuning_config, *args, **kwargs)
                 return candidate.time_ms
             except BaseException as exc:
                 error = exc
@@ -187,29 +187,29 @@ class _Recorder:
                 self._finish_candidate(frame, candidate, error, seen, (inputs, args, kwargs))
         return _profile_single_kernel
 
-    def _wrap_search_cache(self, hook: Hook):
+    def _wrap_search_cache(self, layer: Layer):
         def search_cache(tuner, *args, **kwargs):
-            result = hook.inner(tuner, *args, **kwargs)
+            result = layer.inner(tuner, *args, **kwargs)
             frame = self._frame()
             if frame is not None:
                 frame.lookups.append(result)
             return result
         return search_cache
 
-    def _wrap_warn(self, hook: Hook):
+    def _wrap_warn(self, layer: Layer):
         def warn(message, category=None, stacklevel=1, *args, **kwargs):
             collecting = self.state.warnings
             if collecting is not None:
                 collecting.append(str(message))
-            # One more frame (this one) between the caller and warnings.warn.
-            return hook.inner(message, category, stacklevel + 1, *args, **kwargs)
+            # Two more frames (the layer and this one) between the caller and warnings.warn.
+            return layer.inner(message, category, stacklevel + 2, *args, **kwargs)
         return warn
 
-    def _wrap_jit_build(self, hook: Hook):
+    def _wrap_jit_build(self, layer: Layer):
         def build(spec, *args, **kwargs):
             started = _now()
             try:
-                return hook.inner(spec, *args, **kwargs)
+                return layer.inner(spec, *args, **kwargs)
             finally:
                 self.state.jit_s += _now() - started
         return build
@@ -219,7 +219,7 @@ class _Recorder:
         frames = self.state.frames
         return frames[-1] if frames else None
 
-    def _tuning_call(self, hook, api, tuner, op, runners, config, inputs, args, kwargs):
+    def _tuning_call(self, layer, api, tuner, op, runners, config, inputs, args, kwargs):
         self.hooks.refresh()  # someone may have patched the AutoTuner since we installed
         frames = self.state.frames
         frame = CallFrame(
@@ -231,7 +231,7 @@ class _Recorder:
         )
         frames.append(frame)
         try:
-            return hook.inner(tuner, op, runners, config, inputs, *args, **kwargs)
+            return layer.inner(tuner, op, runners, config, inputs, *args, **kwargs)
         except BaseException as exc:
             frame.error = exc
             raise
@@ -291,13 +291,14 @@ class _Recorder:
         config = frame.config
         candidate = self._candidate(tuner, runner, inputs, -1, config)
         candidate.source = "default"
-        hook = next(h for h in self.hooks.hooks if h.name == "_profile_single_kernel")
+        timer = self.hooks.hook("_profile_single_kernel")
         state = self.state
         error = None
         state.quiet, collected, state.warnings = True, state.warnings, []
         try:
             with getattr(tuner, "_lock", contextlib.nullcontext()):
-                candidate.time_ms = hook.inner(tuner, runner, inputs, -1, config, *args, **kwargs)
+                # What FlashInfer would call now (a foreign timer too), profkit's layers passing through.
+                candidate.time_ms = timer.call_through(tuner, runner, inputs, -1, config, *args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - profkit's own extra timing must never break tuning
             error = exc
             _clear_cuda_error()
