@@ -25,6 +25,7 @@ This module also holds the key, profile and bucket helpers the log reader shares
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import json
 import math
@@ -36,6 +37,7 @@ import pandas as pd
 
 from profkit import schema
 from profkit.errors import ParseError
+from profkit.sources.inputs import Input, as_int, boundary, load_json, unique_names, unreadable
 
 # FlashInfer's _metadata keys -> profkit runs columns; other keys become meta_<key>.
 _META_COLUMNS = {
@@ -70,9 +72,12 @@ def literal(text: str):
     Names and attribute chains (``torch.float8_e4m3fn``) become :class:`Name` strings.
 
     Raises:
-        ValueError: when the text is not such a literal.
+        ValueError: when the text is not such a literal (or is nested too deep to read).
     """
-    return _value(_expression(text, "a literal"))
+    try:
+        return _value(_expression(text, "a literal"))
+    except RecursionError:
+        raise ValueError("not a literal: nested too deep") from None
 
 
 def _expression(text: str, what: str) -> ast.expr:
@@ -104,6 +109,13 @@ def key_fields(text: str) -> dict:
     Raises:
         ValueError: when the text is not such a key.
     """
+    try:
+        return _key_fields(text)
+    except RecursionError:
+        raise ValueError("not a cache key: nested too deep") from None
+
+
+def _key_fields(text: str) -> dict:
     node = _expression(text, "a cache key")
     if not isinstance(node, ast.Tuple) or len(node.elts) not in (3, 4):
         raise ValueError("not a cache key: expected (op, runner, profile[, extras])")
@@ -169,12 +181,13 @@ def _shapes(text: str):
 
 
 def _dim(shapes: tuple, position: tuple[int, int]):
+    """The dimension at ``position``; None when absent, -1, or beyond what an Int64 bucket holds."""
     i, j = position
     try:
         value = shapes[i][j]
     except IndexError:
         return None
-    return value if value >= 0 else None
+    return as_int(value, low=0)
 
 
 def _bucket_positions(op, profiles: list[tuple]) -> tuple[list[tuple[int, int]], str]:
@@ -228,17 +241,18 @@ def read_cache(path, *, strict: bool = False) -> schema.Tables:
     """
     sources = _sources(path)
     runs, winners = [], []
-    for kind, source, base, explicit in sources:
+    for source in sources:
         try:
-            run, rows = (_read_v1 if kind == "v1" else _read_v2)(source, base, strict=strict)
+            with boundary(source.where):
+                run, rows = (_read_v1 if source.kind == "v1" else _read_v2)(source, strict=strict)
         except _NotACache:
-            if explicit:
-                raise ParseError(_NOT_A_CACHE, path=str(source), line=1) from None
+            if source.explicit:
+                raise ParseError(_NOT_A_CACHE, path=source.where, line=1) from None
             continue  # another JSON file beside the caches (e.g. provenance.json)
         except ParseError as exc:
             if strict or len(sources) == 1:
                 raise
-            run, rows = _failed_run(source, base, kind, str(exc)), []
+            run, rows = _failed_run(source, str(exc)), []
         runs.append(run)
         winners.extend(rows)
     if not runs:
@@ -261,90 +275,102 @@ class _NotACache(ParseError):
     """A JSON file that is no FlashInfer cache (skipped when found by a directory scan)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class _Found:
+    """One cache to read: a v1 file or a v2 environment directory, and its run id.
+
+    ``explicit`` is true for a file named by the caller (not found by a directory scan); a scan
+    that could not list a directory leaves ``problem`` set instead.
+    """
+
+    kind: str
+    path: Path
+    run_id: str = ""
+    explicit: bool = False
+    problem: str = ""
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+
 def _first(path):
     return path[0] if isinstance(path, (list, tuple)) and path else path
 
 
-def _sources(path) -> list[tuple[str, Path, Path, bool]]:
-    """(kind, path, base for run ids, named explicitly) of each v1 file and v2 environment."""
+def _sources(path) -> list[_Found]:
+    """Each v1 file and v2 environment of ``path``, with run ids unique among them (shortest path suffix)."""
     paths = list(path) if isinstance(path, (list, tuple)) else [path]
+    if not paths:
+        raise ParseError("no cache given (an empty list)")
     found = []
     for p in map(Path, paths):
-        if p.is_file():
-            found.append(("v1", p, p.parent, True))
-        elif p.is_dir():
-            found.extend(_scan_dir(p))
-        else:
-            raise ParseError("no such file or directory", path=str(p))
+        found.extend(_scan_dir(p) if p.is_dir() else [_Found("v1", p, explicit=True)])
     if not found:
         raise ParseError("no FlashInfer cache here (expected *.json cache files or a v2 store "
                          "<root>/v2/<env16>/manifest.json)", path=str(_first(path)))
-    return found
+    names = unique_names([f.path for f in found])
+    return [dataclasses.replace(f, run_id=name) for f, name in zip(found, names)]
 
 
-def _scan_dir(root: Path) -> list[tuple[str, Path, Path, bool]]:
+def _scan_dir(root: Path) -> list[_Found]:
     found = []
-    for dirpath, dirnames, filenames in os.walk(root):
+
+    def unlisted(exc: OSError) -> None:
+        found.append(_Found("v1", Path(exc.filename or root), problem=str(unreadable(exc, exc.filename or str(root)))))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unlisted):
         here = Path(dirpath)
         if "manifest.json" in filenames:
-            found.append(("v2", here, root, False))
+            found.append(_Found("v2", here))
             dirnames.clear()  # entries/ belong to this store
             continue
         dirnames.sort()
-        found.extend(("v1", here / f, root, False) for f in sorted(filenames) if f.endswith(".json"))
+        found.extend(_Found("v1", here / f) for f in sorted(filenames) if f.endswith(".json"))
     return found
-
-
-def _run_id(source: Path, base: Path) -> str:
-    try:
-        rel = source.relative_to(base)
-    except ValueError:
-        rel = Path(source.name)
-    return str(rel) if str(rel) != "." else source.name
 
 
 def _rank_columns(source: Path) -> dict:
     m = _RANK_FILE.search(source.name)
     if not m:
         return {}
-    return {"rank": int(m["tp"]), "pp_rank": int(m["pp"]), "dp_rank": int(m["dp"])}
+    return {"rank": as_int(m["tp"]), "pp_rank": as_int(m["pp"]), "dp_rank": as_int(m["dp"])}
 
 
-def _failed_run(source: Path, base: Path, kind: str, problem: str) -> dict:
-    return {"run_id": _run_id(source, base), "source_kind": "cache", "path": str(source),
-            "cache_format": kind, "n_entries": 0, "problem": problem, **_rank_columns(source)}
+def _failed_run(source: _Found, problem: str) -> dict:
+    return {"run_id": source.run_id, "source_kind": "cache", "path": source.where, "cache_format": source.kind,
+            "n_entries": 0, "problem": problem, **_rank_columns(source.path)}
 
 
-def _load_json(source: Path):
-    text = source.read_bytes().decode("utf-8", errors="replace")
-    try:
-        return json.loads(text), text
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"invalid JSON ({exc.msg}); is this a FlashInfer cache file?",
-                         path=str(source), line=exc.lineno) from None
+def _load(path: Path, name: str):
+    """The JSON document at ``path`` and its text; ParseError naming the file when unreadable."""
+    return load_json(Input(name=name, path=str(path)))
 
 
-def _read_v1(source: Path, base: Path, *, strict: bool) -> tuple[dict, list[dict]]:
-    data, text = _load_json(source)
+def _read_v1(source: _Found, *, strict: bool) -> tuple[dict, list[dict]]:
+    if source.problem:
+        raise ParseError(source.problem)
+    data, text = _load(source.path, source.run_id)
     entries = {k: v for k, v in data.items() if k not in _SPECIAL_KEYS} if isinstance(data, dict) else {}
     if not isinstance(data, dict) or ("_metadata" not in data and not any(k.startswith("(") for k in entries)):
         raise _NotACache(_NOT_A_CACHE)
     meta = data.get("_metadata")
-    run = {**_run_base(source, base, "v1", meta), "n_entries": len(entries),
-           "generation": data.get("_generation"),
+    run = {**_run_base(source, "v1", meta), "n_entries": len(entries),
+           "generation": as_int(data.get("_generation")),
            "records": ",".join(sorted(data["_records"])) if isinstance(data.get("_records"), dict) else None}
     rows = []
     for key, value in entries.items():
-        row = _entry_row(key, value, run, strict=strict, where=(str(source), _line_of(text, key)))
-        rows.append({**row, "file": str(source)})
+        row = _entry_row(key, value, run, strict=strict, where=(source.where, _line_of(text, key)))
+        rows.append({**row, "file": source.where})
     return run, rows
 
 
-def _read_v2(env_dir: Path, base: Path, *, strict: bool) -> tuple[dict, list[dict]]:
-    manifest, _ = _load_json(env_dir / "manifest.json")
+def _read_v2(source: _Found, *, strict: bool) -> tuple[dict, list[dict]]:
+    env_dir = source.path
+    manifest, _ = _load(env_dir / "manifest.json", source.run_id)
     if not isinstance(manifest, dict):
         raise ParseError("manifest.json is not a JSON object", path=str(env_dir / "manifest.json"))
-    run = {**_run_base(env_dir, base, "v2", manifest), "env_hash": env_dir.name}
+    run = {**_run_base(source, "v2", manifest), "env_hash": env_dir.name}
     expected = hashlib.sha256(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
     if expected != env_dir.name:
         run["problem"] = (f"directory name is not the manifest's hash ({expected}); FlashInfer never "
@@ -353,31 +379,35 @@ def _read_v2(env_dir: Path, base: Path, *, strict: bool) -> tuple[dict, list[dic
     entry_files = sorted((env_dir / "entries").glob("*.json")) if (env_dir / "entries").is_dir() else []
     for file in entry_files:
         try:
-            entry, _ = _load_json(file)
+            with boundary(str(file)):
+                row = _v2_entry_row(file, run, strict=strict)
         except ParseError as exc:
             if strict:
                 raise
-            rows.append({**_problem_row(run, str(exc)), "file": str(file)})
-            continue
-        if not isinstance(entry, dict) or "key" not in entry:
-            problem = "entry is not an object with a 'key'"
-            if strict:
-                raise ParseError(problem, path=str(file))
-            rows.append({**_problem_row(run, problem), "file": str(file)})
-            continue
-        value = [entry.get("runner"), entry.get("tactic")] + (
-            [entry["profiling_policy"]] if entry.get("profiling_policy") is not None else [])
-        row = _entry_row(entry["key"], value, run, strict=strict, where=(str(file), None))
-        if not row["problem"] and hashlib.sha256(str(entry["key"]).encode()).hexdigest()[:24] != file.stem:
-            row["problem"] = "file name is not sha256(key)[:24]: FlashInfer's lookup never reads it"
+            row = _problem_row(run, str(exc))
         rows.append({**row, "file": str(file)})
     run["n_entries"] = len(entry_files)
     return run, rows
 
 
-def _run_base(source: Path, base: Path, kind: str, meta) -> dict:
-    run = {"run_id": _run_id(source, base), "source_kind": "cache", "path": str(source), "cache_format": kind,
-           "problem": "", **_rank_columns(source)}
+def _v2_entry_row(file: Path, run: dict, *, strict: bool) -> dict:
+    entry, _ = _load(file, file.name)
+    if not isinstance(entry, dict) or "key" not in entry:
+        problem = "entry is not an object with a 'key'"
+        if strict:
+            raise ParseError(problem, path=str(file))
+        return _problem_row(run, problem)
+    value = [entry.get("runner"), entry.get("tactic")] + (
+        [entry["profiling_policy"]] if entry.get("profiling_policy") is not None else [])
+    row = _entry_row(entry["key"], value, run, strict=strict, where=(str(file), None))
+    if not row["problem"] and hashlib.sha256(str(entry["key"]).encode()).hexdigest()[:24] != file.stem:
+        row["problem"] = "file name is not sha256(key)[:24]: FlashInfer's lookup never reads it"
+    return row
+
+
+def _run_base(source: _Found, kind: str, meta) -> dict:
+    run = {"run_id": source.run_id, "source_kind": "cache", "path": source.where, "cache_format": kind,
+           "problem": "", **_rank_columns(source.path)}
     if not isinstance(meta, dict):
         run["metadata_indeterminate"] = "all (no _metadata object)"
         return run
@@ -409,12 +439,17 @@ def _entry_row(key, value, run: dict, *, strict: bool, where: tuple[str, int | N
     except ValueError as exc:
         problems.append(f"unreadable key: {exc}")
     if isinstance(value, list) and len(value) in (2, 3) and isinstance(value[0], str):
-        row["tactic"] = schema.tactic_text(value[1])
+        tactic = _json_text(value[1])
+        row["tactic"] = tactic
+        if tactic is None:
+            problems.append("tactic nested too deep to read")
         if row.get("runner") not in (None, value[0]):
             problems.append(f"value names runner {value[0]!r}, key names {row['runner']!r}")
         row.setdefault("runner", value[0])
         if len(value) == 3:
-            row.update(_policy_columns(value[2]))
+            columns, problem = _policy_columns(value[2])
+            row.update(columns)
+            problems += [problem] if problem else []
     else:
         problems.append("value is not [runner, tactic(, policy)]")
     if problems:
@@ -431,15 +466,31 @@ def _problem_row(run: dict, problem: str) -> dict:
             "cache_format": run["cache_format"], "time_ms": math.nan, "problem": problem}
 
 
-def _policy_columns(policy) -> dict:
-    """``["cuda_graph_profile_replays", n, "l2_cache_policy", "hot"|"cold"]`` as columns."""
-    columns = {"policy": json.dumps(policy)}
-    if isinstance(policy, list) and len(policy) % 2 == 0:
-        fields = dict(zip(policy[::2], policy[1::2]))
-        replays = fields.get("cuda_graph_profile_replays")
-        columns["cuda_graph_profile_replays"] = replays if isinstance(replays, int) else None
-        columns["l2_cache_policy"] = fields.get("l2_cache_policy")
-    return columns
+def _json_text(value) -> str | None:
+    """A stored JSON value as text in :func:`profkit.schema.tactic_text`'s layout (dicts in full); None
+    when nested too deep to write."""
+    try:
+        return json.dumps(value, separators=(", ", ": "))
+    except RecursionError:
+        return None
+
+
+
+def _policy_columns(policy) -> tuple[dict, str]:
+    """``["cuda_graph_profile_replays", n, "l2_cache_policy", "hot"|"cold"]`` as columns, and a problem or ""."""
+    columns = {"policy": _json_text(policy)}
+    if not isinstance(policy, list) or len(policy) % 2:
+        return columns, "profiling policy is not a list of name, value pairs"
+    fields = {name: value for name, value in zip(policy[::2], policy[1::2]) if isinstance(name, str)}
+    replays = fields.get("cuda_graph_profile_replays")
+    columns["cuda_graph_profile_replays"] = as_int(replays, low=0)
+    l2 = fields.get("l2_cache_policy")
+    columns["l2_cache_policy"] = l2 if isinstance(l2, str) else None
+    if len(fields) * 2 != len(policy):
+        return columns, "profiling policy is not a list of name, value pairs"
+    if replays is not None and columns["cuda_graph_profile_replays"] is None:
+        return columns, f"cuda_graph_profile_replays is not a count: {_json_text(replays) or '?'}"[:200]
+    return columns, ""
 
 
 def _line_of(text: str, key: str) -> int | None:

@@ -35,7 +35,7 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, Sequence
 
-from profkit.errors import ParseError
+from profkit.errors import ParseError, ProfkitError
 
 TEXT_NAME = "<text>"
 # Caps on what a whole-file read holds in memory (decompressed bytes). Streaming (open, lines)
@@ -74,6 +74,8 @@ def unreadable(exc: BaseException, path: str, line: int | None = None) -> ParseE
 def boundary(path: str, line: int | None = None) -> Iterator[None]:
     """Raise any of :data:`READ_ERRORS` from the block as a ParseError naming ``path``.
 
+    profkit's own errors pass through unchanged.
+
     Wrap the reading of one file (or one entry of a store) in it and catch ParseError outside
     to keep a problem row and go on::
 
@@ -86,6 +88,8 @@ def boundary(path: str, line: int | None = None) -> Iterator[None]:
     """
     try:
         yield
+    except ProfkitError:
+        raise
     except READ_ERRORS as exc:
         raise unreadable(exc, path, line) from None
 
@@ -364,26 +368,29 @@ class _Progress(io.RawIOBase):
 
 
 # -- JSON --------------------------------------------------------------------------------------
-def load_json(item: Input, *, limit: int = JSON_LIMIT):
-    """The JSON document of an input, read within ``limit`` bytes; invalid text names file and line.
+def load_json(item: Input, *, limit: int = JSON_LIMIT) -> tuple[object, str]:
+    """The JSON document of an input and its text (for line look-ups), read within ``limit`` bytes.
 
-    Lone surrogates (``"\\ud800"``, which pyarrow cannot store) are replaced by U+FFFD in keys
-    and strings; :func:`json_problem` of the result says whether any was.
+    Lone surrogates (``"\\ud800"``, which pyarrow cannot store) in keys and strings become U+FFFD.
 
     Raises:
-        ParseError: naming the file (and line), when the input cannot be opened, is cut, is not
-            JSON, is nested too deep or holds a number too large to read.
+        ParseError: naming the file (and line for invalid JSON), when the input cannot be opened,
+            is cut, is not JSON, is nested too deep or holds a number too large to read.
     """
     with boundary(item.where):
         text = item.read_text(limit=limit)
         try:
-            return json.loads(text, object_pairs_hook=_clean_pairs, parse_constant=_constant)
+            doc = json.loads(text)
         except json.JSONDecodeError as exc:
             cut = f"; {item.damage}" if item.damage else ""
             raise ParseError(f"invalid JSON ({exc.msg}){cut}", path=item.where, line=exc.lineno) from None
+    if _SURROGATE.search(text) or _SURROGATE_ESCAPE.search(text):
+        doc = _without_surrogates_in(doc)
+    return doc, text
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def without_surrogates(text: str) -> str:
@@ -391,20 +398,23 @@ def without_surrogates(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
 
 
-def _clean(value):
-    if isinstance(value, str):
-        return without_surrogates(value)
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
-
-
-def _clean_pairs(pairs):
-    return {without_surrogates(k): _clean(v) for k, v in pairs}
-
-
-def _constant(name: str) -> float:
-    return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}[name]
+def _without_surrogates_in(doc):
+    """A JSON document with lone surrogates in its strings and keys as U+FFFD; walked without recursion."""
+    clean = without_surrogates
+    root = [doc]
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        pairs = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+        if isinstance(node, dict):
+            node.clear()
+        for key, value in pairs:
+            if isinstance(value, str):
+                value = clean(value)
+            elif isinstance(value, (dict, list)):
+                stack.append(value)
+            node[clean(key) if isinstance(key, str) else key] = value
+    return root[0]
 
 
 # -- numbers -----------------------------------------------------------------------------------
