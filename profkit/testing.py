@@ -42,8 +42,8 @@ def cpu_autotuner(time_fn: TimeFn = default_time):
     Yields the AutoTuner singleton with a cleared cache.
     """
 
-    def fake_profile_single_kernel(self, runner, inputs, tactic, tuning_config, *args, **kwargs):
-        runner(inputs, tactic=tactic)  # failures and fallbacks happen for real
+    def fake_profile_single_kernel(self, runner, inputs, tactic, tuning_config, input_tensor_batches=None, **kwargs):
+        runner(inputs, tactic=tactic, **kwargs)  # failures and fallbacks happen for real; op kwargs such as gemm_idx pass on
         shapes = tuple(tuple(t.shape) if isinstance(t, torch.Tensor) else (0,) for t in inputs)
         avg_time = time_fn(type(runner).__name__, tactic, shapes)
         # The real method's debug line after each successful candidate (AT:3114), so debug logs
