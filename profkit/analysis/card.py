@@ -185,13 +185,14 @@ def winner_card(candidates: pd.DataFrame, *, op: str, bucket: int, shape: str | 
     require(candidates, ("run_id", "op", "profile", "bucket", "runner", "tactic", "time_ms"), "candidates")
     if k < 1:
         raise ProfkitError(f"k must be at least 1, got {k}")
-    c = candidates[((candidates["op"].astype("string") == op) & (candidates["bucket"] == bucket))
-                   .fillna(False).to_numpy(dtype=bool)].copy()
+    of_op = candidates[(candidates["op"].astype("string") == op).fillna(False).to_numpy(dtype=bool)]
+    at_bucket = (of_op["bucket"] == bucket).fillna(False).to_numpy(dtype=bool)
+    c = of_op[at_bucket].copy()
     if c.empty:
-        have = sorted(candidates.loc[(candidates["op"].astype("string") == op).fillna(False).to_numpy(dtype=bool),
-                                     "bucket"].dropna().unique().tolist())
+        have = sorted(of_op["bucket"].dropna().unique().tolist())
         raise ProfkitError(f"no candidates for op {op!r} at bucket {bucket}; buckets of {op}: {have or 'none'}")
-    c["shape"] = shapes_of(c).to_numpy()
+    # Labelled over all the op's buckets: a non-GEMM shape ('((*, 64), ...)', MoE) is what varies across them.
+    c["shape"] = shapes_of(of_op).to_numpy()[at_bucket]
     if profile is not None:
         c = c[(c["profile"].astype("string") == profile).fillna(False).to_numpy(dtype=bool)]
     if shape is not None:
