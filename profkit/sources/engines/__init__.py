@@ -41,7 +41,7 @@ _SGLANG_KEYS = (set(sglang.JSONL_FIELDS) - set(vllm.JSON_FIELDS)) | sglang.JSONL
 _VLLM_KEYS = (set(vllm.JSON_FIELDS) - set(sglang.JSONL_FIELDS)) | vllm.JSON_SIGNATURE
 
 
-def read_bench(path_or_text, *, format: str | None = None, label: str = "") -> pd.DataFrame:
+def read_bench(path_or_text, *, format: str | None = None, label: str = "", strict: bool = False) -> pd.DataFrame:
     """Read engine end-to-end results (serving benchmarks, accuracy runs) into one bench frame.
 
     Without ``format``, every result in the input is read: SGLang ``bench_serving`` blocks and
@@ -61,6 +61,8 @@ def read_bench(path_or_text, *, format: str | None = None, label: str = "") -> p
             ``lm-eval-table``, ``lm-eval-json``). Needed when a block carries no label only one
             engine prints.
         label: the caller's name for the run (e.g. ``autotune-on``), put on every row.
+        strict: raise on the first input that cannot be read or holds no result, instead of
+            naming it in a warning and reading the others (a single input always raises).
 
     Returns:
         One row per serving block, JSON record, bench_one_batch pass or lm-eval metric, sorted
@@ -74,22 +76,26 @@ def read_bench(path_or_text, *, format: str | None = None, label: str = "") -> p
         (``complete``, ``unread_lines``, ``concurrency``, ``accept_length``, ...).
 
     Raises:
-        ParseError: naming the file and line, when an input holds nothing readable, or a path
-            is missing.
+        ParseError: naming the file and line, when no input holds anything readable (or, with
+            ``strict``, any one does not); a path that is missing, a directory, a FIFO or device
+            is unreadable.
         ProfkitError: when ``format`` is not one of :data:`FORMATS`.
 
     Warns:
         UserWarning: with the count and lines of items skipped (JSON lines that do not parse,
-            blocks with no readable line, blocks whose engine cannot be told).
+            blocks with no readable line, blocks whose engine cannot be told); naming an input
+            that could not be read while others were; naming file, line and value of a value that
+            does not fit its column (left empty and listed in ``missing``); when a gzip input is
+            cut or corrupt (the lines before the damage are read).
     """
     if format is not None and format not in _READERS:
         raise ProfkitError(f"unknown format {format!r}; read_bench reads {', '.join(FORMATS)} (or None: all)")
     if not isinstance(label, str):
         raise ProfkitError(f"label must be a string, found {type(label).__name__}")
     if format is None:
-        return collect(path_or_text, label=label, parse=_any_rows, what=_ANY)
+        return collect(path_or_text, label=label, parse=_any_rows, what=_ANY, strict=strict)
     parse, what = _READERS[format]
-    return collect(path_or_text, label=label, parse=parse, what=what)
+    return collect(path_or_text, label=label, parse=parse, what=what, strict=strict)
 
 
 def read_sglang_text(path_or_text, *, label: str = "") -> pd.DataFrame:

@@ -10,21 +10,17 @@ split on ``\\n`` only so line numbers match an editor's, with the fixture header
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import math
-import os
 import re
 import warnings
-from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 import pandas as pd
 
 from profkit import schema
 from profkit.errors import ParseError
-
-TEXT_NAME = "<text>"
+from profkit.sources.inputs import LONE_SURROGATE, Input, as_float, as_int, boundary, inputs_of, without_surrogates
 
 # Columns the engine readers add beside the bench table's own: (name, dtype, meaning).
 EXTRA_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -116,55 +112,26 @@ class Source:
         return next((n for n, text in self.payload() if text.strip()), 1)
 
 
-def load_sources(path_or_text) -> list[Source]:
-    """Sources of a path, text, bytes, or a list of those; text must contain a line break."""
-    if isinstance(path_or_text, (list, tuple)):
-        if not path_or_text:
-            raise ParseError("no input given (an empty list)")
-        return [s for item in path_or_text for s in load_sources(item)]
-    if isinstance(path_or_text, (bytes, bytearray)):
-        return [_source(TEXT_NAME, _decode(bytes(path_or_text), TEXT_NAME))]
-    if isinstance(path_or_text, str) and ("\n" in path_or_text or path_or_text.lstrip().startswith("{")):
-        return [_source(TEXT_NAME, _without_surrogates(path_or_text))]
-    if isinstance(path_or_text, (str, os.PathLike)):
-        path = Path(path_or_text)
-        if path.is_dir():
-            raise ParseError("is a directory; pass the result files in it", path=str(path))
-        if not path.is_file():
-            raise ParseError("no such file (pass output text with its line breaks to read text)", path=str(path))
-        return [_source(str(path), _decode(_read_bytes(path), str(path)))]
-    raise ParseError(f"expected a path, text, bytes or a list of paths, found {type(path_or_text).__name__}")
+def load_source(item: Input) -> Source:
+    """The :class:`Source` of one input, warning about bytes it could not decode or data it lost.
 
-
-def _read_bytes(path: Path) -> bytes:
-    data = path.read_bytes()
-    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-
-
-def _decode(data: bytes, name: str) -> str:
-    """UTF-8 (or UTF-16 with a BOM); undecodable bytes become U+FFFD, with a warning."""
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        return data.decode("utf-16", errors="replace")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        warnings.warn(f"{name}:{line}: not valid UTF-8 ({exc.reason}); undecodable bytes were replaced "
-                      "by U+FFFD and lines holding them are read as far as they go", stacklevel=4)
-        return data.decode("utf-8", errors="replace")
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _without_surrogates(text: str) -> str:
-    """Text with lone surrogates (from ``surrogateescape`` decoding) as U+FFFD: they cannot be stored."""
-    match = _SURROGATE.search(text)
-    if match is None:
-        return text
-    warnings.warn(f"{TEXT_NAME}:{text.count(chr(10), 0, match.start()) + 1}: lone surrogate characters "
-                  "replaced by U+FFFD", stacklevel=4)
-    return _SURROGATE.sub("\ufffd", text)
+    Raises:
+        ParseError: naming the file, when it cannot be read at all (see :meth:`Input.open`).
+    """
+    with boundary(item.where):
+        text = item.read_text()
+    if item.undecodable_line is not None:
+        warnings.warn(f"{item.where}:{item.undecodable_line}: not valid UTF-8; undecodable bytes were replaced "
+                      "by U+FFFD and lines holding them are read as far as they go", stacklevel=5)
+    if item.text is not None and (lone := LONE_SURROGATE.search(text)):
+        warnings.warn(f"{item.where}:{text.count(chr(10), 0, lone.start()) + 1}: lone surrogate characters "
+                      "replaced by U+FFFD", stacklevel=5)
+        text = without_surrogates(text)
+    source = _source(item.where, text)
+    if item.damage:
+        warnings.warn(f"{item.where}: {item.damage}; read the {len(source.lines)} line(s) before it", stacklevel=5)
+        source = dataclasses.replace(source, cut_line=len(source.lines) or None)
+    return source
 
 
 def _source(name: str, text: str) -> Source:
@@ -222,10 +189,8 @@ def json_value(kind: str, value) -> tuple[bool, object]:
             return True, None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False, None
-    if kind == "int":
-        whole = isinstance(value, int) or value.is_integer()
-        return (True, int(value)) if whole and abs(value) < 2**63 else (False, None)
-    return (True, float(value)) if abs(value) < 2**1023 or not isinstance(value, int) else (False, None)
+    number = as_int(value) if kind == "int" else as_float(value)
+    return number is not None, number
 
 
 # -- layout eras -------------------------------------------------------------------------------
@@ -379,24 +344,52 @@ def rows_of(items: Iterable, make_row: Callable, skipped: list[tuple[int, str]],
 RowParser = Callable[[Source, list], list[dict]]
 
 
-def collect(path_or_text, *, label: str, parse: RowParser, what: str) -> pd.DataFrame:
-    """Read every source with ``parse`` into one bench frame (see ``read_bench``)."""
-    frames = []
-    for source in load_sources(path_or_text):
-        skipped: list[tuple[int, str]] = []
-        rows = sorted(parse(source, skipped), key=lambda r: r["line"])
-        if not rows:
-            raise _nothing_readable(source, what, skipped)
-        if skipped:
-            _warn_skipped(source, skipped)
-        for row in rows:
-            row["source"], row["label"] = source.name, label
-        frames.append(bench_frame(rows))
+def collect(path_or_text, *, label: str, parse: RowParser, what: str, strict: bool = False) -> pd.DataFrame:
+    """Read every input with ``parse`` into one bench frame (see ``read_bench``).
+
+    Each file is read on its own: one that cannot be read or holds no result is named in a
+    warning and the others are still read, unless ``strict`` or it is the only input.
+    """
+    items = inputs_of(path_or_text, what="engine output")
+    frames, failures = [], []
+    for item in items:
+        try:
+            frames.append(_frame_of(item, label=label, parse=parse, what=what))
+        except ParseError as exc:
+            if strict or len(items) == 1:
+                raise
+            failures.append(exc)
+            warnings.warn(f"{exc} (the other inputs are read)", stacklevel=3)
+    if not frames:
+        raise failures[0]
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
+def _frame_of(item: Input, *, label: str, parse: RowParser, what: str) -> pd.DataFrame:
+    source = load_source(item)
+    skipped: list[tuple[int, str]] = []
+    with boundary(source.name):
+        rows = sorted(parse(source, skipped), key=lambda r: r["line"])
+    if not rows:
+        raise _nothing_readable(source, what, skipped)
+    if skipped:
+        _warn_skipped(source, skipped)
+    for row in rows:
+        row["source"], row["label"] = source.name, label
+    return bench_frame(rows)
+
+
 def bench_frame(rows: list[dict]) -> pd.DataFrame:
-    """The bench frame of ``rows``: the schema's columns, then :data:`EXTRA_COLUMNS` in order."""
+    """The bench frame of ``rows``: the schema's columns, then :data:`EXTRA_COLUMNS` in order.
+
+    Every value is checked against its column's dtype first (:func:`typed_value`); one that does
+    not fit (``"yes"`` for a boolean, 2**70 or ``"abc"`` for a count) is left empty, its column is
+    added to the row's ``missing``, and a warning names the file, line and value.
+    """
+    dtypes = {**dict(zip(schema.columns("bench"), schema.describe("bench")["dtype"])),
+              **{name: dtype for name, dtype, _ in EXTRA_COLUMNS}}
+    for row in rows:
+        _check_types(row, dtypes)
     required = schema.columns("bench")
     frame = schema.frame("bench", ({name: row.get(name) for name in required} for row in rows))
     extra = pd.DataFrame({name: pd.array([row.get(name) for row in rows], dtype=dtype)
@@ -404,10 +397,36 @@ def bench_frame(rows: list[dict]) -> pd.DataFrame:
     return pd.concat([frame, extra], axis=1)
 
 
+def _check_types(row: dict, dtypes: dict[str, str]) -> None:
+    wrong = []
+    for name, value in row.items():
+        if name in dtypes and value is not None:
+            fits, row[name] = typed_value(dtypes[name], value)
+            if not fits:
+                wrong.append(f"{name}={json.dumps(value, default=str)[:40]}")
+    if wrong:
+        row["missing"] = ",".join(filter(None, [row.get("missing") or "", *(w.partition("=")[0] for w in wrong)]))
+        warnings.warn(f"{row.get('source')}:{row.get('line')}: values that do not fit their column were left empty: "
+                      + ", ".join(wrong), stacklevel=6)
+
+
+def typed_value(dtype: str, value) -> tuple[bool, object]:
+    """(fits, value as the column holds it) of a value read for a column of ``dtype``; None when it does not fit."""
+    if dtype == "Int64":
+        number = as_int(value)
+    elif dtype == "float64":
+        number = None if isinstance(value, str) else as_float(value)
+    elif dtype == "boolean":
+        number = value if isinstance(value, bool) else None
+    else:
+        number = value if isinstance(value, str) else None
+    return number is not None, number
+
+
 def _warn_skipped(source: Source, skipped: list[tuple[int, str]]) -> None:
     shown = "; ".join(f"line {n}: {why}" for n, why in skipped[:5])
     more = f" (and {len(skipped) - 5} more)" if len(skipped) > 5 else ""
-    warnings.warn(f"{source.name}: skipped {len(skipped)} unreadable item(s): {shown}{more}", stacklevel=4)
+    warnings.warn(f"{source.name}: skipped {len(skipped)} unreadable item(s): {shown}{more}", stacklevel=5)
 
 
 def _nothing_readable(source: Source, what: str, skipped: list[tuple[int, str]]) -> ParseError:

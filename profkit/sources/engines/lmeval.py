@@ -12,6 +12,7 @@ import json
 import re
 
 from profkit.sources.engines._common import Record, Source, json_records, json_value
+from profkit.sources.inputs import as_int
 
 ENGINE = "lm-eval"
 _TASK_HEADERS = {"Tasks": "tasks", "Task": "tasks", "Groups": "groups"}
@@ -118,7 +119,7 @@ class _Table:
                 "value_stderr": float(stderr) if _NUMBER.fullmatch(stderr) else None,
                 "missing": "" if _NUMBER.fullmatch(value) else "value", "complete": True,
                 "lm_eval_section": self.header["section"], "task_depth": depth, "task_version": version,
-                "n_shot": int(n_shot) if n_shot.isdigit() else None,
+                "n_shot": as_int(n_shot, low=0),
                 "higher_is_better": _HIGHER_IS_BETTER.get(cell.get("arrow", "").strip())}
 
     def finish(self) -> list[dict]:
