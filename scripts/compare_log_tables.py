@@ -1,0 +1,179 @@
+"""Save read_log's tables for every log input there is, or compare them with a saved baseline.
+
+    .venv/bin/python scripts/compare_log_tables.py save    [--out /tmp/pk/log_baseline] [--lines 1000000]
+    .venv/bin/python scripts/compare_log_tables.py compare [--out /tmp/pk/log_baseline] [--lines 1000000]
+
+Inputs: the shipped logs (``data/**/*.log.gz``, ``data/**/*.log``), every log under ``tests/data``,
+the damaged variants tests/test_logs.py builds (truncations, shuffled and garbage-laden excerpts,
+wrong encodings, a cut gzip, UTF-16, text), and the 1M-line log benchmarks/bench_read_log.py
+builds (``--lines 0`` leaves it out). For each input, ``save`` writes every table of
+:class:`~profkit.sources.logs.LogTables` as parquet plus its dtypes (or the error it raised);
+``compare`` reads the inputs again with the current reader and reports every input whose tables
+differ (values or dtypes) or whose error changed. Exit status 1 when anything differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import profkit  # noqa: E402
+from bench_read_log import build  # noqa: E402
+
+TABLES = ("candidates", "winners", "tuning", "runs", "events", "report")
+RANKS = ROOT / "tests" / "data" / "log_interleaved_ranks"
+
+
+def shipped() -> Iterator[tuple[str, Callable[[], object]]]:
+    """(name, what to pass to read_log) of every log file in data/ and tests/data/."""
+    for base in (ROOT / "data", ROOT / "tests" / "data"):
+        for path in sorted({*base.rglob("*.log"), *base.rglob("*.log.gz")}):
+            yield str(path.relative_to(ROOT)), lambda path=path: path
+
+
+def damaged(tmp: Path) -> Iterator[tuple[str, Callable[[], object]]]:
+    """The damaged and re-encoded variants tests/test_logs.py builds, at fixed seeds and cuts."""
+    excerpt = (RANKS / "rank0.log").read_bytes()
+    for k in range(0, 21):
+        cut = len(excerpt) * k // 20
+
+        def truncated(cut=cut):
+            path = tmp / f"cut{cut}.log"
+            path.write_bytes(excerpt[:cut])
+            return path
+        yield f"truncated at byte {cut}", truncated
+    ranks = [(RANKS / f"rank{r}.log").read_text().splitlines(keepends=True) for r in (0, 1)]
+    for seed in range(5):
+        def shuffled(seed=seed):
+            queues = [[f"[rank{r}]: {line}" for line in lines] for r, lines in enumerate(ranks)]
+            rng, merged = random.Random(seed), []
+            while any(queues):
+                merged.append(rng.choice([q for q in queues if q]).pop(0))
+            return "".join(merged)
+        yield f"shuffled ranks, seed {seed}", shuffled
+
+        def garbage(seed=seed):
+            rng = random.Random(seed)
+            lines = excerpt.decode().splitlines(keepends=True)
+            for _ in range(20):
+                text = "".join(rng.choice("ab ,()[]:-0123456789\u00e9\u2588") for _ in range(rng.randrange(80)))
+                lines.insert(rng.randrange(len(lines) + 1), text + "\n")
+            return "".join(lines)
+        yield f"garbage lines, seed {seed}", garbage
+    for encoding in ("utf-16-le", "utf-32", "latin-1", "cp1252", "utf-16"):
+        def encoded(encoding=encoding):
+            path = tmp / f"{encoding}.log"
+            path.write_bytes(excerpt.decode().encode(encoding, errors="replace"))
+            return path
+        yield f"encoded {encoding}", encoded
+
+    def cut_gzip():
+        data = gzip.compress(excerpt)
+        path = tmp / "broken.log.gz"
+        path.write_bytes(data[: len(data) * 2 // 3])
+        return path
+    yield "cut gzip", cut_gzip
+    yield "excerpt as text", lambda: excerpt.decode()
+    yield "list of two", lambda: [RANKS / "rank0.log", RANKS / "rank1.log"]
+
+
+def big(tmp: Path, lines: int) -> Iterator[tuple[str, Callable[[], object]]]:
+    if lines:
+        def make():
+            path = tmp / "synthetic.log"
+            build(ROOT / "data" / "h200" / "fp8" / "debug.log.gz", lines, path)
+            return path
+        yield f"bench log, {lines} lines", make
+
+
+def inputs(tmp: Path, lines: int) -> Iterator[tuple[str, Callable[[], object]]]:
+    yield from shipped()
+    yield from damaged(tmp)
+    yield from big(tmp, lines)
+
+
+def folder(out: Path, name: str) -> Path:
+    return out / "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+
+
+def tables_of(arg) -> dict[str, pd.DataFrame] | str:
+    try:
+        log = profkit.read_log(arg)
+    except Exception as exc:  # noqa: BLE001 - the baseline records what the reader raised, whatever it was
+        return re.sub(r"/tmp/[^/]+/", "<tmp>/", f"{type(exc).__name__}: {exc}")  # temporary folders differ
+    return {name: getattr(log, name) for name in TABLES}
+
+
+def write(result, where: Path) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    if isinstance(result, str):
+        (where / "error.txt").write_text(result)
+        return
+    dtypes = {}
+    for name, frame in result.items():
+        frame.to_parquet(where / f"{name}.parquet")
+        dtypes[name] = {column: str(dtype) for column, dtype in frame.dtypes.items()}
+    (where / "dtypes.json").write_text(json.dumps(dtypes, indent=1))
+
+
+def differences(saved: Path, now: Path) -> list[str]:
+    """What differs between two folders ``write`` wrote (empty when identical)."""
+    if (saved / "error.txt").exists() or (now / "error.txt").exists():
+        a, b = ((p / "error.txt").read_text() if (p / "error.txt").exists() else "tables" for p in (saved, now))
+        return [] if a == b else [f"was {a[:300]!r}, now {b[:300]!r}"]
+    found = []
+    old, new = (json.loads((p / "dtypes.json").read_text()) for p in (saved, now))
+    for name in TABLES:
+        if old[name] != new[name]:
+            found.append(f"{name}: dtypes {old[name]} -> {new[name]}")
+            continue
+        a, b = (pd.read_parquet(p / f"{name}.parquet") for p in (saved, now))
+        try:
+            pd.testing.assert_frame_equal(a, b, check_exact=True)
+        except AssertionError as exc:
+            found.append(f"{name}: {str(exc)[:600]}")
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=["save", "compare"])
+    parser.add_argument("--out", type=Path, default=Path("/tmp/pk/log_baseline"))
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    args = parser.parse_args()
+    if args.mode == "save":
+        shutil.rmtree(args.out, ignore_errors=True)
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for count, (name, make) in enumerate(inputs(Path(tmp), args.lines), 1):
+            result = tables_of(make())
+            if args.mode == "save":
+                write(result, folder(args.out, name))
+                continue
+            now = Path(tmp) / "now" / str(count)
+            write(result, now)
+            found = differences(folder(args.out, name), now)
+            failed += bool(found)
+            print(f"{'DIFFERS' if found else 'same   '} {name}")
+            for line in found:
+                print(f"    {line}")
+    if args.mode == "compare":
+        print(f"{count - failed} of {count} inputs give identical tables")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
