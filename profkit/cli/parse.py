@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import sys
 import warnings
-import zlib
 from pathlib import Path
+
+from profkit.errors import ParseError
+from profkit.sources.inputs import inputs_of
 
 NAME = "parse"
 HELP = "Read FlashInfer autotuner debug logs, cache files or engine benchmark outputs into profkit tables."
@@ -46,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "files profkit.read_bench finds engine results in are bench, directories and other "
                              "JSON files are caches, the rest logs")
     parser.add_argument("--strict", action="store_true",
-                        help="fail at the first unreadable record or entry (logs and caches)")
+                        help="fail at the first unreadable record, entry or file, and when a file given yields "
+                             "nothing (e.g. a file that is no log beside a log)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -63,7 +65,12 @@ def run(args: argparse.Namespace) -> int:
     if groups["cache"]:
         results["cache"] = profkit.read_cache(groups["cache"], strict=args.strict)
     if groups["bench"]:
-        results["bench"] = profkit.read_bench(groups["bench"])
+        results["bench"] = profkit.read_bench(groups["bench"], strict=args.strict)
+    unread = [line for kind, result in results.items() for line in _unread(kind, groups[kind], result)]
+    for line in unread:
+        print(f"profkit parse: {line}", file=sys.stderr)
+    if unread and args.strict:
+        return 1
     if args.out is None:
         for kind, result in results.items():
             print(_bench_summary(result) if kind == "bench" else _summary(kind, result))
@@ -82,26 +89,37 @@ def _kind(path: Path) -> str:
     head = _head(path)
     if head is not None and not any(mark in head for mark in _FLASHINFER_MARKS) and _has_bench_results(path):
         return "bench"
-    if path.suffix == ".json":
+    if path.suffix == ".json" or (head or b"").lstrip()[:1] == b"{":
         return "cache"
-    if path.is_file():
-        with open(path, "rb") as f:
-            if f.read(64).lstrip()[:1] == b"{":
-                return "cache"
     return "log"
 
 
 def _head(path: Path) -> bytes | None:
-    """The first MiB of a file (decompressed when gzipped); None when it cannot be read."""
+    """The first MiB of a file (decompressed when gzipped); None when it cannot be opened (missing, a FIFO,
+    a device: the reader it goes to says so). Never blocks."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(_HEAD_BYTES)
-        if head[:2] == b"\x1f\x8b":
-            with gzip.open(path) as f:
-                head = f.read(_HEAD_BYTES)
-    except (OSError, EOFError, zlib.error):  # missing or damaged: the reader it goes to says so
+        with inputs_of(path)[0].open(limit=_HEAD_BYTES) as stream:
+            return stream.read()
+    except ParseError:
         return None
-    return head
+
+
+def _unread(kind: str, files: list[str], result) -> list[str]:
+    """One line per file given that yielded nothing (e.g. a text file that is no log beside a log), and per
+    cache the reader could not use."""
+    if kind == "bench":
+        read = set(result["source"].astype(str))
+    else:
+        read = set(result.runs["path"].dropna().astype(str))
+    lines = [f"{file}: nothing read (no {_WHAT[kind]} found in it)" for file in files
+             if os.fspath(file) not in read and not os.path.isdir(file)]
+    if kind == "cache":
+        problems = result.runs[result.runs["problem"].fillna("") != ""]
+        lines += [f"{path}: {problem}" for path, problem in zip(problems["path"], problems["problem"])]
+    return lines
+
+
+_WHAT = {"log": "FlashInfer autotuner record", "cache": "FlashInfer cache entry", "bench": "engine result"}
 
 
 def _has_bench_results(path: Path) -> bool:
