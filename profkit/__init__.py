@@ -1,30 +1,30 @@
 """profkit: what FlashInfer's autotuner picked, why, what tuning cost, and whether it paid off."""
 
+import importlib
+
 from profkit.errors import ParseError, ProfkitError, SchemaError
 from profkit.schema import Tables, concat, load
 from profkit.sources.capture import Capture, capture
 
+# The readers, imported on first use (each pulls in its own parsing code): profkit.read_log is
+# profkit.sources.logs.read_log itself, with its signature and docstring.
+_READERS = {
+    "read_log": "profkit.sources.logs",  # FlashInfer debug logs -> LogTables
+    "read_cache": "profkit.sources.cache",  # FlashInfer cache files and v2 stores -> Tables (winners, runs)
+    "read_bench": "profkit.sources.engines",  # SGLang / vLLM / lm-eval / profkit step results -> bench frame
+}
 
 
-def read_log(path_or_text, **kwargs) -> Tables:
-    """FlashInfer debug log(s) as Tables; see :func:`profkit.sources.logs.read_log`."""
-    from profkit.sources.logs import read_log as _read_log
-
-    return _read_log(path_or_text, **kwargs)
-
-
-def read_cache(path, **kwargs) -> Tables:
-    """FlashInfer cache file(s) as Tables (winners and runs); see :func:`profkit.sources.cache.read_cache`."""
-    from profkit.sources.cache import read_cache as _read_cache
-
-    return _read_cache(path, **kwargs)
+def __getattr__(name: str):
+    if name in _READERS:
+        reader = getattr(importlib.import_module(_READERS[name]), name)
+        globals()[name] = reader
+        return reader
+    raise AttributeError(f"module 'profkit' has no attribute {name!r}")
 
 
-def read_bench(path_or_text, **kwargs):
-    """Engine end-to-end results as a bench frame; see :func:`profkit.sources.engines.read_bench`."""
-    from profkit.sources.engines import read_bench as _read_bench
-
-    return _read_bench(path_or_text, **kwargs)
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_READERS))
 
 
 __all__ = ["read_bench", "read_cache", "read_log", "Capture", "ParseError", "ProfkitError", "SchemaError", "Tables", "capture", "concat", "load"]
