@@ -62,17 +62,21 @@ def verify_plan(candidates: pd.DataFrame, winners: pd.DataFrame, *, sizes, top_k
         ``tuner_rank`` (1 = the tuner's fastest; the default's rank among them when it was a
         candidate, else NA). Sorted by run_id, op, shape, m, tuner_rank.
     """
-    require(candidates, ("run_id", "op", "profile", "bucket", "runner", "tactic", "time_ms", "status"), "candidates")
-    require(winners, ("run_id", "op", "profile", "bucket", "runner", "tactic", "default_runner",
+    require(candidates, ("run_id", "call", "op", "profile", "bucket", "runner", "tactic", "time_ms", "status"),
+            "candidates")
+    require(winners, ("run_id", "call", "op", "profile", "bucket", "runner", "tactic", "default_runner",
                       "default_time_ms"), "winners")
     won = winners[winners["source"].astype("string") == "profiled"] if "source" in winners else winners
+    # A bucket profiled again by a later call (a runner keyed by M missed): its last winner is
+    # what FlashInfer keeps in memory and writes to the cache file.
+    won = won.sort_values("call", kind="stable").drop_duplicates(["run_id", "op", "profile"], keep="last")
     timed = flashinfer_rows(candidates)
     timed = timed[(timed["status"].astype("string") == "ok").fillna(False).to_numpy(bool) & timed["time_ms"].notna()]
-    ranked = timed.sort_values(["run_id", "op", "profile", "time_ms"], kind="stable").drop_duplicates(
-        ["run_id", "op", "profile", "runner", "tactic"])
-    ranked = ranked.assign(tuner_rank=ranked.groupby(["run_id", "op", "profile"]).cumcount() + 1)
+    decision = ["run_id", "op", "profile", "call"]
+    ranked = timed.sort_values(decision + ["time_ms"], kind="stable").drop_duplicates(decision + ["runner", "tactic"])
+    ranked = ranked.assign(tuner_rank=ranked.groupby(decision).cumcount() + 1)
     rank_of = {key: (r, t) for key, r, t in zip(
-        zip(ranked["run_id"], ranked["op"], ranked["profile"], ranked["runner"], ranked["tactic"]),
+        zip(ranked["run_id"], ranked["op"], ranked["profile"], ranked["call"], ranked["runner"], ranked["tactic"]),
         ranked["tuner_rank"], ranked["time_ms"])}
     rows = []
     for w in won.itertuples(index=False):
@@ -80,9 +84,10 @@ def verify_plan(candidates: pd.DataFrame, winners: pd.DataFrame, *, sizes, top_k
         if shape is None:
             continue
         n, k = (int(part.split("=")[1]) for part in shape.split())
-        bucket_rows = ranked[(ranked["run_id"] == w.run_id) & (ranked["op"] == w.op) & (ranked["profile"] == w.profile)]
+        bucket_rows = ranked[(ranked["run_id"] == w.run_id) & (ranked["op"] == w.op) & (ranked["profile"] == w.profile)
+                             & (ranked["call"] == w.call)]
         chosen = {(r.runner, r.tactic): (r.time_ms, r.tuner_rank) for r in bucket_rows.head(top_k).itertuples()}
-        key = (w.run_id, w.op, w.profile)
+        key = (w.run_id, w.op, w.profile, w.call)
         chosen.setdefault((w.runner, w.tactic), rank_of.get(key + (w.runner, w.tactic), (pd.NA, w.time_ms))[::-1])
         default_rank = rank_of.get(key + (w.default_runner, "-1"), (pd.NA, None))[0]
         chosen[(w.default_runner, "-1")] = (w.default_time_ms, default_rank)

@@ -12,8 +12,12 @@ Linear implementations (``impl``): ``flashinfer`` runs ``mm_bf16(backend="auto")
 engine without FlashInfer GEMMs would use.
 
 States: ``untuned`` (nothing tuned: FlashInfer's fallback tactic), ``tuned`` (after a tuning
-pass in this process), ``cache`` (FlashInfer configs loaded from cache JSON files, e.g. in a
-fresh process) and ``torch``. Each (phase, size, state) is warmed eagerly, captured in a CUDA
+pass in this process), ``v2-graph`` / ``v2-eager`` (after a tuning pass under ``autotune_v2``
+with ``MeasurementPolicy(execution_mode="cuda_graph", cold_l2=True)`` / ``execution_mode="eager"``),
+``advised`` (after a tuning pass with a plan's ``flashinfer.autotune`` arguments, e.g. from
+``profkit advise``), ``cache`` and ``repaired`` (FlashInfer configs loaded from cache JSON files,
+e.g. in a fresh process; ``repaired`` for a ``profkit repair`` file) and ``torch``. States that
+change FlashInfer's configs are exclusive: at most one per process. Each (phase, size, state) is warmed eagerly, captured in a CUDA
 graph and replayed; each repetition is the median of ``replays`` replays.
 """
 
@@ -124,18 +128,23 @@ class DecoderStack:
         return [statistics.median(times[i * replays:(i + 1) * replays]) for i in range(repetitions)]
 
 
-STATE_ORDER = ("untuned", "tuned", "cache", "torch")
+STATE_ORDER = ("untuned", "tuned", "v2-graph", "v2-eager", "advised", "cache", "repaired", "torch")
+TUNING_STATES = ("tuned", "v2-graph", "v2-eager", "advised")
+CONFIG_STATES = (*TUNING_STATES, "cache", "repaired")
 
 
 def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "torch"), layers: int = 4,
              kv_len: int = 512, decode_sizes=DECODE_SIZES, prefill_sizes=PREFILL_SIZES, repetitions: int = 3,
-             replays: int = 10, cache_files=(), deadline_s: float | None = None) -> list[dict]:
+             replays: int = 10, cache_files=(), deadline_s: float | None = None,
+             plan_kwargs: dict | None = None) -> list[dict]:
     """Time the stack in each state; return canonical bench rows (engine="profkit-step").
 
-    ``tuned`` runs a tuning pass first (one forward at the largest size inside
-    ``profkit.capture(tune=True, cache=out/"cache.json")``; the capture is saved to
-    ``out/capture``); ``cache`` loads ``cache_files`` into FlashInfer first. States run in the
-    order untuned, tuned, cache, torch, because an untuned state cannot follow tuning in a process.
+    A tuning state runs a tuning pass first (one forward at the largest size inside
+    ``profkit.capture``, saved to ``out/capture``; ``tuned`` and ``advised`` write FlashInfer's
+    ``out/cache.json``, the v2 states a managed store under ``out/v2-store``; ``advised`` passes
+    ``plan_kwargs`` to ``flashinfer.autotune``); ``cache`` and ``repaired`` load ``cache_files``
+    into FlashInfer first. States run in ``STATE_ORDER``, because an untuned state cannot follow
+    tuning in a process.
     """
     import time
     from pathlib import Path
@@ -145,6 +154,9 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
     from profkit.sources.env import collect_env, new_run_id
 
     states = sorted(states, key=STATE_ORDER.index)
+    if sum(state in CONFIG_STATES for state in states) > 1:
+        raise ValueError(f"states {', '.join(s for s in states if s in CONFIG_STATES)} each change FlashInfer's "
+                         "configs: run them in separate processes")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -163,9 +175,10 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
     rows, tuning_s = [], None
     for state in states:
         stack.impl = "torch" if state == "torch" else "flashinfer"
-        if state == "tuned":
-            tuning_s = _tuning_pass(profkit, stack, max(max(decode_sizes), max(prefill_sizes)), out)
-        if state == "cache":
+        if state in TUNING_STATES:
+            tuning_s = _tuning_pass(profkit, stack, max(max(decode_sizes), max(prefill_sizes)), out, state,
+                                    plan_kwargs or {})
+        if state in ("cache", "repaired"):
             _load_cache_files(cache_files)
         for phase, sizes in (("decode", decode_sizes), ("prefill", prefill_sizes)):
             for tokens in sizes:
@@ -189,18 +202,33 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
     return rows
 
 
-def _tuning_pass(profkit, stack: DecoderStack, tokens: int, out) -> float:
-    """One forward at ``tokens`` inside profkit.capture(tune=True): tunes every bucket up to it."""
+def _tuning_pass(profkit, stack: DecoderStack, tokens: int, out, state: str, plan_kwargs: dict) -> float:
+    """One forward at ``tokens`` inside profkit.capture and the state's tuning context.
+
+    Tunes every bucket up to ``tokens``; returns the pass's wall seconds.
+    """
     import time
 
     x = torch.randn(tokens, stack.model.hidden_size, device="cuda", dtype=torch.bfloat16)
-    with profkit.capture(tune=True, cache=str(out / "cache.json")) as cap:
+    with profkit.capture(run_id=f"{out.name}-{state}") as cap, _tuning_context(state, out, plan_kwargs):
         t0 = time.perf_counter()
         stack.forward(x, "decode")
         torch.cuda.synchronize()
         tuning_s = time.perf_counter() - t0
     cap.save(out / "capture")
     return tuning_s
+
+
+def _tuning_context(state: str, out, plan_kwargs: dict):
+    import flashinfer
+
+    if state in ("v2-graph", "v2-eager"):
+        from flashinfer.autotune_cache import MeasurementPolicy
+
+        policy = (MeasurementPolicy(execution_mode="cuda_graph", cold_l2=True) if state == "v2-graph"
+                  else MeasurementPolicy(execution_mode="eager"))
+        return flashinfer.autotune_v2(mode="tune", cache_root=str(out / "v2-store"), measurement_policy=policy)
+    return flashinfer.autotune(True, cache=str(out / "cache.json"), **(plan_kwargs if state == "advised" else {}))
 
 
 def _load_cache_files(paths) -> None:

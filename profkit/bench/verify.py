@@ -167,6 +167,11 @@ def run(paths, *, out: Path | None, cache: Path | None = None, top_k: int = 5, r
 
 
 def _relative(capture_dir: Path, root: Path) -> Path:
-    """Where a capture's results go under ``out``: its folder relative to ``root``, minus 'capture'."""
-    rel = capture_dir.relative_to(root) if capture_dir != root else Path(root.name)
+    """Where a capture's results go under ``out``: its folder relative to ``root``, minus 'capture'.
+
+    A capture given directly is named by itself (``.../llama3-8b-fp8/capture`` -> ``llama3-8b-fp8``).
+    """
+    if capture_dir == root:
+        return Path(root.parent.name if root.name == "capture" else root.name)
+    rel = capture_dir.relative_to(root)
     return rel.parent if rel.name == "capture" else rel

@@ -56,3 +56,11 @@ def _running_metadata() -> dict:
     from flashinfer.autotuner.autotuner import _collect_metadata
 
     return _collect_metadata()
+
+
+if __name__ == "__main__":  # python -m profkit.cli.repair: the device scripts run it alone
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="profkit repair", description=HELP, epilog=EXAMPLES)
+    add_arguments(parser)
+    raise SystemExit(run(parser.parse_args()))

@@ -22,14 +22,19 @@ def add_arguments(p) -> None:
     sizes = lambda s: tuple(int(x) for x in s.split(",") if x)  # noqa: E731
     p.add_argument("--model", required=True, choices=models.available())
     p.add_argument("--dtype", required=True, choices=("bf16", "fp8"))
-    p.add_argument("--states", default="untuned,tuned,torch", help="comma-separated: untuned,tuned,cache,torch")
+    p.add_argument("--states", default="untuned,tuned,torch",
+                   help="comma-separated: untuned,tuned,v2-graph,v2-eager,advised,cache,repaired,torch "
+                        "(at most one state that changes FlashInfer's configs per process)")
     p.add_argument("--layers", type=int, default=4, help="decoder layers to build (a subset of the model's)")
     p.add_argument("--kv-len", type=int, default=512, help="KV cache length per sequence in decode")
     p.add_argument("--decode", type=sizes, default=DECODE_SIZES, help="decode batch sizes")
     p.add_argument("--prefill", type=sizes, default=PREFILL_SIZES, help="prefill chunk token counts")
     p.add_argument("--repetitions", type=int, default=3)
     p.add_argument("--replays", type=int, default=10)
-    p.add_argument("--cache", action="append", default=[], help="FlashInfer cache JSON for state 'cache'")
+    p.add_argument("--cache", action="append", default=[], help="FlashInfer cache JSON for states cache/repaired")
+    p.add_argument("--plan", type=json.loads, default=None,
+                   help="state 'advised': flashinfer.autotune keyword arguments as JSON, e.g. "
+                        "'{\"tuning_buckets\": [1, 8, 64], \"skip_ops\": [\"fp8_gemm\"]}'")
     p.add_argument("--deadline-s", type=float, default=None, help="stop timing new sizes after this many seconds")
     p.add_argument("--out", required=True, help="directory for step.jsonl (and capture/, cache.json when tuning)")
 
@@ -46,7 +51,7 @@ def run(args) -> int:
     rows = run_step(args.model, args.dtype, out=args.out, states=args.states.split(","), layers=args.layers,
                     kv_len=args.kv_len, decode_sizes=args.decode, prefill_sizes=args.prefill,
                     repetitions=args.repetitions, replays=args.replays, cache_files=args.cache,
-                    deadline_s=args.deadline_s)
+                    deadline_s=args.deadline_s, plan_kwargs=args.plan)
     path = Path(args.out) / "step.jsonl"
     with path.open("w") as f:
         for row in rows:
