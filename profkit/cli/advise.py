@@ -1,0 +1,101 @@
+"""``profkit advise``: a tuning plan from a capture, written in FlashInfer's and the engines' switches."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+NAME = "advise"
+HELP = "plan which ops, buckets and tactics to tune (skip_ops, tuning_buckets, a tactics blocklist) and what it costs"
+EXAMPLES = """examples:
+  profkit advise data/h200/fp8 --out runs/advise-fp8
+  profkit advise data/h200/step/llama3-8b-bf16/capture --max-slowdown 1 --mix 1:4,8:4,64:2,512:1 --out runs/a
+  profkit advise runs/capture --verify runs/verify/verdicts.parquet --budget-s 20 --out runs/a
+  # then: FLASHINFER_TACTICS_BLOCKLIST=runs/a/blocklist.json python my_tuning_run.py   (see runs/a/plan.py)
+"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("capture", type=Path, help="a capture directory (profkit.load: one run, several runs or ranks)")
+    p.add_argument("--verify", type=Path, action="append", default=[],
+                   help="per-bucket serving verdicts (parquet: op, shape or n/k, bucket, serving_speedup, "
+                        "serving_noise); else the tuner's own timings decide")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--budget-s", type=float, default=None, help="at most this many seconds of tuning")
+    budget.add_argument("--max-slowdown", type=float, default=None, metavar="PCT",
+                        help="at most this many percent slower per pass than full tuning")
+    p.add_argument("--mix", type=_mix, default=None,
+                   help="batch-size mix: M:weight,... (or M,M,... for equal weights); default: every bucket once")
+    p.add_argument("--cache", type=Path, default=None,
+                   help="the capture's FlashInfer cache file, for its exact _metadata (default: a cache.json "
+                        "beside the capture, else the capture's runs table)")
+    p.add_argument("--out", type=Path, required=True, help="directory for plan.md, plan.py, blocklist.json, "
+                                                           "sglang_flags.txt, vllm_env.sh")
+
+
+def _mix(text: str) -> dict[int, float]:
+    import argparse
+
+    out: dict[int, float] = {}
+    try:
+        for part in filter(None, (x.strip() for x in text.split(","))):
+            m, _, w = part.partition(":")
+            out[int(m)] = out.get(int(m), 0.0) + (float(w) if w else 1.0)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--mix wants M:weight,... (e.g. 1:4,8:2,512:1), got {text!r}") from exc
+    return out
+
+
+def run(args) -> int:
+    import pandas as pd
+
+    from profkit import load
+    from profkit.analysis.advise import advise
+    from profkit.errors import ProfkitError
+    from profkit.views import advise as writers
+
+    tables = load(args.capture)
+    verify = None
+    if args.verify:
+        try:
+            verify = pd.concat([pd.read_parquet(p) for p in args.verify], ignore_index=True)
+        except (OSError, ValueError) as exc:
+            raise ProfkitError(f"--verify: cannot read {', '.join(map(str, args.verify))} ({exc})") from exc
+    plan = advise(tables, verify=verify, budget_s=args.budget_s, max_slowdown_pct=args.max_slowdown, mix=args.mix,
+                  metadata=_cache_metadata(args.cache, args.capture))
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    blocklist = (out / "blocklist.json").resolve()
+    files = {
+        "plan.md": writers.plan_markdown(plan),
+        "plan.py": writers.python_snippet(plan, str(blocklist)),
+        "blocklist.json": writers.blocklist_json(plan),
+        "sglang_flags.txt": writers.sglang_flags(plan, str(blocklist)),
+        "vllm_env.sh": writers.vllm_env(plan, str(blocklist)),
+    }
+    for name, text in files.items():
+        (out / name).write_text(text)
+    print(writers.plan_text(plan))
+    for verdict in plan.ops["verdict"]:
+        print(f"- {verdict}")
+    print(f"profkit advise: {plan!r} -> {out}", file=sys.stderr)
+    return 0
+
+
+def _cache_metadata(cache: Path | None, capture: Path) -> dict | None:
+    """``_metadata`` of the given cache file, else of the cache.json files in or beside the capture when they agree."""
+    from profkit.errors import ParseError
+
+    paths = [cache] if cache is not None else sorted({*capture.rglob("cache.json"), *capture.parent.glob("cache.json")})
+    metas = []
+    for path in paths:
+        try:
+            meta = json.loads(path.read_text()).get("_metadata")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise ParseError(f"not a FlashInfer cache file ({exc})", path=str(path)) from exc
+        if isinstance(meta, dict):
+            metas.append(meta)
+    if not metas or any(m != metas[0] for m in metas):
+        return None  # none, or several environments: the runs table decides (and says so)
+    return dict(metas[0])
