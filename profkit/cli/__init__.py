@@ -14,7 +14,7 @@ import sys
 from profkit.errors import ProfkitError
 
 # Subcommand modules, in the order `profkit --help` lists them.
-SUBCOMMANDS = ("report", "capture", "parse", "step")
+SUBCOMMANDS = ("report", "capture", "parse", "step", "verify", "repair", "advise")
 
 
 def build_parser() -> argparse.ArgumentParser:
