@@ -384,18 +384,18 @@ def load_json(item: Input, *, limit: int = JSON_LIMIT) -> tuple[object, str]:
         except json.JSONDecodeError as exc:
             cut = f"; {item.damage}" if item.damage else ""
             raise ParseError(f"invalid JSON ({exc.msg}){cut}", path=item.where, line=exc.lineno) from None
-    if _SURROGATE.search(text) or _SURROGATE_ESCAPE.search(text):
+    if LONE_SURROGATE.search(text) or _SURROGATE_ESCAPE.search(text):
         doc = _without_surrogates_in(doc)
     return doc, text
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def without_surrogates(text: str) -> str:
     """``text`` with lone surrogates (not storable as UTF-8) as U+FFFD."""
-    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+    return LONE_SURROGATE.sub("\ufffd", text) if LONE_SURROGATE.search(text) else text
 
 
 def _without_surrogates_in(doc):
