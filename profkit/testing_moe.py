@@ -23,7 +23,7 @@ from flashinfer.autotuner import AutoTuner, ConstraintSpec, DynamicTensorSpec, T
 from flashinfer.fused_moe.utils import get_hybrid_num_tokens_buckets, make_hybrid_bucket_mapper
 
 HIDDEN = 64
-INTERMEDIATE = 32
+INTERMEDIATE = 48  # fc1 is (E, 2 * INTERMEDIATE, HIDDEN); 2 * INTERMEDIATE != HIDDEN, as in most MoE layers
 NUM_EXPERTS = 4
 TOP_K = 2
 SF_VEC = 32  # flat activation scale: num_tokens * HIDDEN // SF_VEC elements, as MXFP8's linear layout
