@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
 import io
 import sys
@@ -16,9 +17,10 @@ from matplotlib.patches import Rectangle
 import profkit
 from profkit import analysis, schema, views
 from profkit.views import _candidates, _compare, _speedup, _step, _tactic_map, _tuning
-from profkit.views.report import collect, shape_labels
+from profkit.analysis.overview import overview
+from profkit.sources.datadir import read_datadir
 
-from conftest import DATA
+from conftest import DATA, ROOT
 
 P = "(({m}, 64), (64, 32))"
 
@@ -303,10 +305,8 @@ def test_step_times_into_given_axes():
 # -- smoke over every plot function on the shipped data ---------------------------------------------
 @pytest.fixture(scope="module")
 def shipped():
-    data = collect(DATA / "h200")
-    from profkit.views.report import analyse
-
-    return data, analyse(data), shape_labels(data)
+    data = read_datadir(DATA / "h200")
+    return data, overview(data), dict(data.labels)
 
 
 PLOTS = sorted(name for name in views.__all__ if name.startswith("plot_"))
@@ -322,7 +322,7 @@ def _args(name, data, r, labels):
         "plot_tuning_time": lambda: ((r.breakdown,), {"labels": labels}),
         "plot_tuning_value": lambda: ((r.value,), {"labels": labels}),
         "plot_winner_flips": lambda: ((r.stability,), {"labels": labels}),
-        "plot_diff": lambda: ((r.diff,), {"names": r.diff_names}),
+        "plot_diff": lambda: ((r.diff,), {"names": ("first run", "next run")}),
         "plot_rank_divergence": lambda: ((r.ranks,), {"labels": labels}),
         "plot_op_timings": lambda: ((r.between,), {"op": "bf16_gemm", "labels": labels}),
         "plot_step_change": lambda: ((r.step_measured,), {"predicted": r.step_predicted}),
@@ -382,3 +382,32 @@ def test_explorer_without_ipywidgets_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ipywidgets", None)
     with pytest.raises(ImportError, match=r"profkit\[notebook\]"):
         views.explorer(profkit.Tables.empty())
+
+
+# -- views never read ---------------------------------------------------------------------------
+READERS = {"open", "read_parquet", "read_csv", "read_json", "read_text", "read_bytes", "read_log", "read_cache",
+           "read_bench", "read_datadir", "load", "rglob", "glob", "iterdir"}
+
+
+def _calls(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            yield node.lineno, f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "profkit" / "views").glob("*.py")), ids=lambda p: p.name)
+def test_views_never_read_a_file_or_call_a_reader(path):
+    """A view takes frames, never a path: no open(), Path.read_*, pd.read_*, profkit.load or read_* call,
+    and no import of a source module (the data directory is read by profkit.sources.datadir)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = [f"{path.name}:{line}: {name}()" for line, name in _calls(tree)
+             if name in READERS or name.startswith("read_")]
+    imports = [f"{path.name}:{node.lineno}: import {node.module}" for node in ast.walk(tree)
+               if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("profkit.sources")]
+    assert not found and not imports, found + imports
+
+
+def test_the_reader_scan_sees_a_reader():
+    tree = ast.parse("import pandas as pd\nx = pd.read_parquet(p)\nwith open(p) as f: pass\nPath(p).read_text()")
+    assert {name for _, name in _calls(tree)} >= {"read_parquet", "open", "read_text"}

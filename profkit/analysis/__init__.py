@@ -3,7 +3,9 @@
 Decisions: :func:`winners`, :func:`noise`, :func:`speedup_vs_default`, :func:`winner_card`.
 Tactics: :func:`decode_tactics`, :func:`register_decoder`.
 Cost: :func:`tuning_breakdown`, :func:`runner_cost`, :func:`tuning_value`, :func:`worth_tuning`.
-Comparisons: :func:`winner_stability`, :func:`diff_winners`, :func:`rank_divergence`.
+Comparisons: :func:`winner_stability`, :func:`diff_winners`, :func:`rank_divergence`, :func:`first_runs`,
+:func:`repeat_diff`, :func:`cache_agreement`. Step: :mod:`profkit.analysis.step`. Everything the report
+shows: :func:`profkit.analysis.overview.overview`.
 End to end: :func:`engine_batches`, :func:`weighted_speedup`, :func:`e2e_delta`,
 :func:`kernel_vs_e2e`, :func:`assign_bucket`. Outside tuning: :func:`between_buckets`.
 Every frame-returning function returns an empty frame with the same columns when nothing matches.
@@ -11,7 +13,8 @@ Every frame-returning function returns an empty frame with the same columns when
 
 from profkit.analysis._frames import DEFAULT_NOISE_PCT, gemm_shape, shapes_of
 from profkit.analysis.card import CandidateLine, WinnerCard, winner_card
-from profkit.analysis.compare import diff_winners, rank_divergence, winner_stability
+from profkit.analysis.compare import (cache_agreement, diff_winners, first_runs, rank_divergence, repeat_diff,
+                                      winner_stability)
 from profkit.analysis.cost import runner_cost, tuning_breakdown, tuning_value, worth_tuning
 from profkit.analysis.decisions import noise, speedup_vs_default, winners
 from profkit.analysis.engine import assign_bucket, e2e_delta, engine_batches, kernel_vs_e2e, weighted_speedup
@@ -19,7 +22,8 @@ from profkit.analysis.op_timings import between_buckets
 from profkit.analysis.tactics import decode_tactic, decode_tactics, register_decoder, tactic_label
 
 __all__ = [
-    "DEFAULT_NOISE_PCT", "CandidateLine", "WinnerCard", "assign_bucket", "between_buckets", "decode_tactic",
+    "DEFAULT_NOISE_PCT", "CandidateLine", "WinnerCard", "assign_bucket", "between_buckets", "cache_agreement",
+    "decode_tactic", "first_runs", "repeat_diff",
     "decode_tactics", "diff_winners", "e2e_delta", "engine_batches", "gemm_shape", "kernel_vs_e2e", "noise",
     "rank_divergence", "register_decoder", "runner_cost", "shapes_of", "speedup_vs_default", "tactic_label",
     "tuning_breakdown", "tuning_value", "weighted_speedup", "winner_card", "winner_stability", "winners",

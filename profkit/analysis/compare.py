@@ -253,3 +253,72 @@ def rank_divergence(candidates: pd.DataFrame, *, noise: pd.DataFrame | None = No
         return empty(RANK_COLUMNS)
     out = conform(pd.DataFrame(rows), RANK_COLUMNS)
     return out.sort_values(["op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
+
+
+def first_runs(winners: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """The earliest run of each (op, shape), by ``runs.started_at`` then run_id, sorted.
+
+    The report's headline figures show one decision per bucket: the first run's. Later runs of
+    the same shapes (repeats, other ranks) go to :func:`repeat_diff` and :func:`winner_stability`.
+    """
+    require(winners, ("op", "shape", "run_id"), "winners")
+    started = dict(zip(runs["run_id"], runs["started_at"].astype("string").fillna(""))) if len(runs) else {}
+    order = winners[["op", "shape", "run_id"]].drop_duplicates().assign(
+        _t=lambda f: f["run_id"].map(started).fillna(""))
+    first = order.sort_values(["_t", "run_id"], kind="stable").drop_duplicates(["op", "shape"])
+    return sorted(first["run_id"].dropna().astype(str).unique())
+
+
+def repeat_diff(winners: pd.DataFrame, *, first: list[str], candidates: pd.DataFrame) -> pd.DataFrame:
+    """Diff the first run of each shape against the next run of the same shapes (a repeat).
+
+    Args:
+        winners: output of :func:`profkit.analysis.winners` over several runs.
+        first: the first runs (:func:`first_runs`).
+        candidates: the candidates; both choices are priced on the first runs' measurements.
+
+    Returns:
+        :func:`diff_winners` rows plus ``run_a`` and ``run_b`` (the two runs of each row); empty
+        when no shape was tuned twice.
+    """
+    is_first = winners["run_id"].isin(first).to_numpy(dtype=bool)
+    others = winners[~is_first]
+    if others.empty:
+        return empty({**DIFF_COLUMNS, "run_a": "string", "run_b": "string"})
+    second = others.sort_values("run_id").drop_duplicates(["op", "profile"])
+    keys = second.set_index(["op", "profile"]).index
+    a = winners[is_first]
+    a = a[a.set_index(["op", "profile"]).index.isin(keys)]
+    a = a.sort_values("call", kind="stable").drop_duplicates(["op", "profile"]) if "call" in a else a
+    priced_on = candidates[candidates["run_id"].isin(first).to_numpy(dtype=bool)]
+    diff = diff_winners(a, second, candidates=priced_on)
+    run_of = lambda side: side.set_index(["op", "profile"])["run_id"].astype("string")  # noqa: E731
+    index = pd.MultiIndex.from_frame(diff[["op", "profile"]])
+    return diff.assign(run_a=run_of(a).reindex(index).to_numpy(), run_b=run_of(second).reindex(index).to_numpy())
+
+
+def cache_agreement(winners: pd.DataFrame, cache_winners: pd.DataFrame) -> pd.DataFrame:
+    """Diff each capture's winners against the cache file FlashInfer wrote in the same capture.
+
+    Args:
+        winners: output of :func:`profkit.analysis.winners` (with ``run_id`` and ``call``).
+        cache_winners: winners read from cache files, with ``capture_run_id`` naming the capture
+            each file was written in (``profkit.sources.datadir``).
+
+    Returns:
+        :func:`diff_winners` rows (b = the cache file) plus ``run_id``, for every (op, profile)
+        the capture decided; they should all be "same". Empty when no cache sits beside a capture.
+    """
+    columns = {**DIFF_COLUMNS, "run_id": "string"}
+    if cache_winners.empty or "capture_run_id" not in cache_winners:
+        return empty(columns)
+    rows = []
+    for run, cached in cache_winners.groupby("capture_run_id", sort=True):
+        mine = winners[(winners["run_id"] == run).fillna(False).to_numpy(dtype=bool)]
+        if "call" in mine:
+            mine = mine.sort_values("call", kind="stable")
+        mine = mine.drop_duplicates(["op", "profile"])
+        cached = cached[cached["profile"].isin(mine["profile"]).to_numpy(dtype=bool)].drop_duplicates(["op", "profile"])
+        if len(mine) and len(cached):
+            rows.append(diff_winners(mine, cached.drop(columns="capture_run_id")).assign(run_id=run))
+    return conform(pd.concat(rows, ignore_index=True), columns) if rows else empty(columns)

@@ -144,3 +144,88 @@ def break_even(measured: pd.DataFrame, *, tuning_s: float) -> pd.DataFrame:
     out = measured.assign(saved_ms=saved, tuning_s=tuning_s, steps_to_break_even=steps,
                           serving_s_to_break_even=steps * measured["step_ms"] / 1e3)
     return conform(out, BREAK_EVEN_COLUMNS)
+
+
+TUNING_PASS_COLUMNS = {"model": "string", "dtype": "string", "run_id": "string", "tuning_s": "float64"}
+BREAK_EVEN_TABLE_COLUMNS = {
+    "model": "string", "dtype": "string", "phase": "string", "tokens": "Int64", "untuned_ms": "float64",
+    "tuned_ms": "float64", "delta_ms": "float64", "delta_pct": "float64", "noise_ms": "float64",
+    "tuning_s": "float64", "steps_to_break_even": "float64", "serving_s_to_break_even": "float64",
+}
+
+
+def tuning_pass_seconds(tuning: pd.DataFrame, *, captures) -> pd.DataFrame:
+    """Wall seconds of each step run's tuning pass: its capture's top-level tuning calls summed.
+
+    Args:
+        tuning: a tuning table holding the tuning-pass captures.
+        captures: run_id of the tuning-pass capture per (model, dtype).
+
+    Returns:
+        One row per (model, dtype) whose capture has tuning calls: model, dtype, run_id,
+        tuning_s. Sorted by model, dtype.
+    """
+    require(tuning, ("run_id", "kind", "parent_call", "wall_s"), "tuning")
+    rows = []
+    for (model, dtype), run in sorted(captures.items()):
+        calls = tuning[((tuning["run_id"] == run) & (tuning["kind"] == "call")
+                        & tuning["parent_call"].isna()).fillna(False).to_numpy(dtype=bool)]
+        if len(calls):
+            rows.append({"model": model, "dtype": dtype, "run_id": run, "tuning_s": float(calls["wall_s"].sum())})
+    return conform(pd.DataFrame(rows), TUNING_PASS_COLUMNS) if rows else conform(pd.DataFrame(), TUNING_PASS_COLUMNS)
+
+
+def predicted_step_changes(winners: pd.DataFrame, step: pd.DataFrame, *, captures, linears) -> pd.DataFrame:
+    """:func:`predict_step_change` for every (model, dtype) of ``step`` that has a tuning-pass capture.
+
+    Args:
+        winners: a winners table holding the tuning-pass captures.
+        step: ``profkit step`` rows (model, dtype, tokens, layers).
+        captures: run_id of the tuning-pass capture per (model, dtype).
+        linears: (n, k) shapes of each model's linear layers, by model name.
+
+    Returns:
+        :func:`predict_step_change` rows with ``model`` and ``dtype``; sorted by model, dtype, op,
+        tokens. Models without known linears are left out.
+    """
+    columns = {**PREDICTED_COLUMNS, "model": "string", "dtype": "string"}
+    out = []
+    for (model, dtype), run in sorted(captures.items()):
+        if model not in linears:
+            continue
+        rows = step[((step["model"] == model) & (step["dtype"] == dtype)).fillna(False).to_numpy(dtype=bool)]
+        tokens = sorted(int(x) for x in rows["tokens"].dropna().unique())
+        layers = int(rows["layers"].iloc[0]) if "layers" in rows and len(rows) else 1
+        w = winners[(winners["run_id"] == run).fillna(False).to_numpy(dtype=bool)]
+        p = predict_step_change(w, shapes=linears[model], tokens=tokens, layers=layers)
+        out.append(p.assign(model=model, dtype=dtype))
+    return conform(pd.concat(out, ignore_index=True), columns) if out else conform(pd.DataFrame(), columns)
+
+
+def break_even_table(measured: pd.DataFrame, tuning_pass: pd.DataFrame) -> pd.DataFrame:
+    """The tuned step sizes that save time beyond noise, with the steps that repay the tuning pass.
+
+    Args:
+        measured: output of :func:`measured_step_change`.
+        tuning_pass: output of :func:`tuning_pass_seconds`.
+
+    Returns:
+        One row per (model, dtype, phase, tokens) where tuned is faster than untuned beyond
+        noise: untuned_ms, tuned_ms, delta_ms, delta_pct, noise_ms, tuning_s,
+        steps_to_break_even, serving_s_to_break_even (seconds of serving at that size). Sorted
+        by model, dtype, phase, tokens.
+    """
+    rows = []
+    for model, dtype, tuning_s in tuning_pass[["model", "dtype", "tuning_s"]].itertuples(index=False):
+        m = measured[((measured["model"] == model) & (measured["dtype"] == dtype)
+                      & (measured["state"] == "tuned")).fillna(False).to_numpy(dtype=bool)].reset_index(drop=True)
+        if m.empty:
+            continue
+        be = break_even(m, tuning_s=float(tuning_s)).reset_index(drop=True)
+        both = m.assign(**{c: be[c] for c in ("saved_ms", "tuning_s", "steps_to_break_even",
+                                                "serving_s_to_break_even")})
+        rows.append(both[both["saved_ms"] > 0])
+    if not rows:
+        return conform(pd.DataFrame(), BREAK_EVEN_TABLE_COLUMNS)
+    out = pd.concat(rows, ignore_index=True).rename(columns={"baseline_ms": "untuned_ms", "step_ms": "tuned_ms"})
+    return conform(out, BREAK_EVEN_TABLE_COLUMNS)

@@ -1,32 +1,53 @@
-"""The profkit report: every figure as PNG and SVG, plus index.md and a self-contained index.html.
+"""The profkit report: figures (PNG, SVG), tables (CSV), index.md and a self-contained index.html.
 
-:func:`collect` reads a data directory (captures, op timings, ``profkit step`` results,
-provenance files); :func:`build_report` runs the analyses, draws the figures and writes the
-pages. The CLI (``profkit report``) only wires the two. The data layout is the shipped one
-(``data/README.md``); any directory of saved captures works, the rest is optional.
+The layers: :func:`profkit.sources.datadir.read_datadir` reads a data directory into a
+``DataDir``; :func:`profkit.analysis.overview.overview` runs the analyses into an ``Overview``;
+this module only lays them out: figure specs, the three answers on the first screen, the
+sections and the Markdown and HTML writers. It opens no input file.
+
+Adding a section
+----------------
+A page is the list :data:`SECTIONS` of section builders, in page order. A builder is a function
+``build(ctx: ReportContext) -> Section | None``: it reads frames from ``ctx.data`` (the
+``DataDir``) and ``ctx.results`` (the ``Overview``), calls public ``profkit.analysis`` functions
+for anything else, and returns a :class:`Section` (title, Markdown text, figures, tables, and one
+line per figure it left out saying why), or None when the data has nothing for it. Tables are
+shortened on the page and written whole as CSV beside it. For example::
+
+    def tuning_plan(ctx):
+        plan = ctx.data.extra.get("advise")          # a frame read by sources/datadir.py
+        if plan is None or plan.empty:
+            return None
+        return Section("Tuning plan", "What `profkit advise` would tune, and why.",
+                       tables=(Table(plan, "tuning_plan", sort_by="saved_us", top=10),))
+
+    SECTIONS.insert(SECTIONS.index(serving_section), tuning_plan)   # or: build_report(..., sections=[...])
+
+A new input file is read in ``profkit/sources/datadir.py`` (a field of ``DataDir``; files a
+section needs but the directory lacks leave that field empty), a new computation is a public
+function in ``profkit/analysis/``, and a new figure is a ``plot_*`` in ``profkit/views/`` drawn by a
+:class:`FigureSpec`. Nothing else changes: the table of contents, the CSV files, ``--only`` and
+both writers pick the section up.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import html
 import io
-import json
-import math
+import re
 import sys
 import warnings
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-import profkit
-from profkit import analysis, schema
+from profkit.analysis.overview import Overview, overview
 from profkit.errors import ProfkitError
-from profkit.views import _style
+from profkit.views import _format, _style
 from profkit.views._candidates import plot_candidates
 from profkit.views._compare import plot_diff, plot_rank_divergence, plot_winner_flips
 from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_change
@@ -38,383 +59,505 @@ from profkit.views._tuning import plot_tuning_time, plot_tuning_value
 # The two figures the README shows (``profkit report --only tactic_map,speedup``).
 README_FIGURES = ("tactic_map", "speedup")
 _ENV = ("gpu", "driver", "cuda", "torch", "flashinfer", "cudnn", "cublas", "cudnn_frontend", "python", "host")
+_TOP = 10
 
 
-def shipped_data() -> Path:
-    """The H200 data shipped in the repository (``data/h200``)."""
-    return Path(__file__).resolve().parents[2] / "data" / "h200"
-
-
-def shipped_bench() -> list[Path]:
-    """The public autotune off/on serving pair shipped with the data (SGLang PR #12306), baseline first."""
-    pair = Path(__file__).resolve().parents[2] / "data" / "engines" / "sglang_pr12306"
-    return [pair / "seed_sglang_pr12306_autotune_main.txt", pair / "seed_sglang_pr12306_autotune_pr.txt"]
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class ReportData:
-    """Everything the report reads.
-
-    Attributes:
-        tables: all captures under the root, stacked.
-        op_timings: the op timed outside tuning (empty when none).
-        step: ``profkit step`` rows (engine "profkit-step"; empty when none).
-        bench: other engine results given with ``bench=`` (empty when none).
-        provenance: provenance.json contents by directory (relative to the root).
-        step_captures: run_id of the tuning-pass capture per (model, dtype) of ``step``.
-        root: the directory read.
-    """
-
-    tables: schema.Tables
-    op_timings: pd.DataFrame
-    step: pd.DataFrame
-    bench: pd.DataFrame
-    provenance: dict
-    step_captures: dict
-    root: Path
-
-    def __repr__(self) -> str:
-        return (f"ReportData {self.root}\n  {len(self.tables.runs)} runs, {len(self.tables.candidates)} candidates, "
-                f"{len(self.op_timings)} op timings, {len(self.step)} step rows, {len(self.bench)} bench rows")
-
-
-def collect(path: str | Path | None = None, *, bench: Sequence[str | Path] = ()) -> ReportData:
-    """Read a data directory for the report.
-
-    Args:
-        path: the directory (default: the shipped ``data/h200``); every saved capture below it
-            is loaded (``profkit.load``), with ``op_timings.parquet``, ``step.jsonl`` and
-            ``provenance.json`` files where present.
-        bench: engine result files to add (read with ``profkit.read_bench``, labelled by file
-            name), e.g. an autotune off/on pair of SGLang ``bench_serving`` outputs, baseline first.
-
-    Returns:
-        A :class:`ReportData`.
-
-    Raises:
-        ProfkitError: when the directory holds no capture.
-    """
-    root = Path(path) if path is not None else shipped_data()
-    if not root.exists():
-        raise ProfkitError(f"{root}: no such directory; pass a directory of profkit captures")
-    tables = profkit.load(root)
-    timings = [pd.read_parquet(p) for p in sorted(root.rglob("op_timings.parquet"))]
-    op_timings = schema.conform(pd.concat(timings, ignore_index=True), "op_timings") if timings else schema.empty(
-        "op_timings")
-    steps, captures = [], {}
-    for p in sorted(root.rglob("step.jsonl")):
-        rows = profkit.read_bench(p, format="profkit-step")
-        steps.append(rows.assign(source=str(p.parent.relative_to(root))))
-        if (p.parent / "capture" / "runs.parquet").is_file() and {"model", "dtype"} <= set(rows.columns):
-            run = pd.read_parquet(p.parent / "capture" / "runs.parquet")["run_id"].iloc[0]
-            captures[(str(rows["model"].iloc[0]), str(rows["dtype"].iloc[0]))] = str(run)
-    step = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
-    provenance = {str(p.parent.relative_to(root)): json.loads(p.read_text()) for p in sorted(root.rglob("provenance.json"))}
-    # Label rows by file name so a pair stays apart; the first file is the baseline.
-    frames = [profkit.read_bench(str(b), label=Path(b).stem) for b in bench]
-    bench_frame = pd.concat(frames, ignore_index=True) if frames else schema.empty("bench")
-    return ReportData(tables=tables, op_timings=op_timings, step=step, bench=bench_frame, provenance=provenance,
-                      step_captures=captures, root=root)
-
-
-def shape_labels(data: ReportData) -> dict[str, str]:
-    """Display names per shape label ('N=6144 K=4096' -> 'llama3-8b qkv') from op timings and provenance."""
-    labels: dict[str, str] = {}
-    t = data.op_timings
-    if {"model", "layer", "n", "k"} <= set(t.columns):
-        for model, layer, n, k in t[["model", "layer", "n", "k"]].drop_duplicates().itertuples(index=False):
-            labels.setdefault(f"N={int(n)} K={int(k)}", f"{model} {layer}")
-    for prov in data.provenance.values():
-        for shape in prov.get("shapes", []) or []:
-            if {"name", "n", "k"} <= set(shape):
-                op, _, rest = str(shape["name"]).partition("-")
-                model, _, layer = rest.rpartition("-")
-                labels.setdefault(f"N={int(shape['n'])} K={int(shape['k'])}", f"{model} {layer}".strip())
-    try:
-        from profkit.models import available, linear_layers, load_model
-
-        for name in available():
-            for lin in linear_layers(load_model(name)):
-                labels.setdefault(f"N={lin.n} K={lin.k}", f"{name} {lin.name}")
-    except (ImportError, ProfkitError, TypeError, ValueError):
-        pass
-    return labels
-
-
-@dataclasses.dataclass
-class Results:
-    """The analysis frames the report draws and tabulates."""
-
-    noise: pd.DataFrame
-    winners: pd.DataFrame
-    primary_runs: list
-    speedups: pd.DataFrame
-    breakdown: pd.DataFrame
-    calls: pd.DataFrame
-    value: pd.DataFrame
-    worth: pd.DataFrame
-    stability: pd.DataFrame
-    ranks: pd.DataFrame
-    diff: pd.DataFrame
-    diff_names: tuple
-    cache_diff: pd.DataFrame
-    between: pd.DataFrame
-    step_measured: pd.DataFrame
-    step_predicted: pd.DataFrame
-    e2e: pd.DataFrame
-    step_rows: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
-    step_tuning: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
-    step_break_even: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
-
-
-def analyse(data: ReportData) -> Results:
-    """Run every analysis the report needs (pure functions over ``data``'s frames)."""
-    t = data.tables
-    noise = analysis.noise(t.candidates)
-    won = analysis.winners(t.candidates, noise=noise)
-    primary = _primary_runs(won, t.runs)
-    # One decision per bucket for the headline figures: the first call of the first run.
-    prim = won[won["run_id"].isin(primary).to_numpy(dtype=bool)].sort_values("call", kind="stable")
-    prim = prim.drop_duplicates(["run_id", "op", "profile"])
-    speedups = analysis.speedup_vs_default(prim)
-    breakdown = analysis.tuning_breakdown(t.tuning)
-    calls = analysis.tuning_breakdown(t.tuning, by="call")
-    prim_tuning = t.tuning[t.tuning["run_id"].isin(primary).to_numpy(dtype=bool)]
-    value = analysis.tuning_value(speedups, prim_tuning)
-    worth = analysis.worth_tuning(speedups, prim_tuning)
-    stability = analysis.winner_stability(won, candidates=t.candidates)
-    ranks = analysis.rank_divergence(t.candidates, noise=noise)
-    diff, names = _repeat_diff(won, primary, t.candidates)
-    cache_diff = _cache_diff(data, won)
-    between = analysis.between_buckets(data.op_timings, speedups=speedups) if len(data.op_timings) else pd.DataFrame()
-    step_rows = _step_rows(data)
-    measured, predicted = _step_change(data, t, step_rows)
-    step_tuning = _step_tuning(data, t)
-    break_even = _step_break_even(measured, step_tuning)
-    e2e = _kernel_vs_e2e(data, speedups)
-    return Results(noise=noise, winners=won, primary_runs=primary, speedups=speedups, breakdown=breakdown,
-                   calls=calls, value=value, worth=worth, stability=stability, ranks=ranks, diff=diff,
-                   diff_names=names, cache_diff=cache_diff, between=between, step_measured=measured,
-                   step_predicted=predicted, e2e=e2e, step_rows=step_rows,
-                   step_tuning=step_tuning, step_break_even=break_even)
-
-
-def _kernel_vs_e2e(data: ReportData, speedups: pd.DataFrame) -> pd.DataFrame:
-    """Kernel speedups of the bench's model beside the serving pair (autotune off/on, else file order)."""
-    if data.bench.empty:
-        return pd.DataFrame()
-    serving = data.bench[data.bench["total_output_tokens"].notna().to_numpy(dtype=bool)]
-    if len(serving) < 2:
-        return pd.DataFrame()
-    flags = serving["autotune"].astype("boolean")
-    known = not flags.isna().any() and flags.nunique() == 2
-    pair = {} if known else {"baseline": str(serving["label"].iloc[0]), "treatment": str(serving["label"].iloc[1])}
-    model = str(serving["model"].dropna().iloc[0]).rsplit("/", 1)[-1] if serving["model"].notna().any() else ""
-    labels = shape_labels(data)
-    mine = speedups[speedups["shape"].map(lambda s: model in labels.get(s, "")).to_numpy(dtype=bool)] if model else speedups
-    try:
-        return analysis.kernel_vs_e2e(mine if len(mine) else speedups, serving, **pair)
-    except ProfkitError as exc:
-        warnings.warn(f"bench files given but no serving pair found: {exc}", stacklevel=2)
-        return pd.DataFrame()
-
-
-def _primary_runs(won: pd.DataFrame, runs: pd.DataFrame) -> list:
-    """The earliest run per (op, shape): the headline figures show one decision per bucket."""
-    started = dict(zip(runs["run_id"], runs["started_at"].astype("string").fillna("")))
-    order = won[["op", "shape", "run_id"]].drop_duplicates().assign(
-        _t=lambda f: f["run_id"].map(started).fillna(""))
-    first = order.sort_values(["_t", "run_id"], kind="stable").drop_duplicates(["op", "shape"])
-    return sorted(first["run_id"].unique())
-
-
-def _repeat_diff(won: pd.DataFrame, primary: list, candidates: pd.DataFrame):
-    """Primary run vs the next run of the same shapes (a repeat), priced on the primary's candidates."""
-    prim = won[won["run_id"].isin(primary).to_numpy(dtype=bool)]
-    others = won[~won["run_id"].isin(primary).to_numpy(dtype=bool)]
-    if others.empty:
-        return pd.DataFrame(), ("a", "b")
-    second = others.sort_values("run_id").drop_duplicates(["op", "profile"])
-    a = prim[prim.set_index(["op", "profile"]).index.isin(second.set_index(["op", "profile"]).index)]
-    run_b = sorted(second["run_id"].unique())
-    diff = analysis.diff_winners(a, second, candidates=candidates[candidates["run_id"].isin(primary).to_numpy(dtype=bool)])
-    return diff, ("first run", "next run (" + ", ".join(run_b[:2]) + ("..." if len(run_b) > 2 else "") + ")")
-
-
-def _cache_diff(data: ReportData, won: pd.DataFrame) -> pd.DataFrame:
-    """Capture winners vs the cache.json FlashInfer wrote in the same capture (should agree)."""
-    rows = []
-    for path in sorted(data.root.rglob("cache.json")):
-        capture = path.parent / "capture" / "runs.parquet"
-        if not capture.is_file():
-            continue
-        try:
-            cached = profkit.read_cache(str(path)).winners
-        except (ImportError, ProfkitError):
-            continue
-        run = pd.read_parquet(capture)["run_id"].iloc[0]
-        mine = won[(won["run_id"] == run).fillna(False).to_numpy(dtype=bool)]
-        mine = mine.sort_values("call").drop_duplicates(["op", "profile"])
-        cached = cached[cached["profile"].isin(mine["profile"]).to_numpy(dtype=bool)].drop_duplicates(["op", "profile"])
-        if mine.empty or cached.empty:
-            continue
-        d = analysis.diff_winners(mine, cached)
-        rows.append(d.assign(run_id=run))
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
-
-
-def _step_rows(data: ReportData) -> pd.DataFrame:
-    """The step rows of the tuning runs (``step/``), not the sweep-cache reruns beside them."""
-    if data.step.empty or not {"state", "step_ms", "tokens"} <= set(data.step.columns):
-        return pd.DataFrame()
-    source = data.step["source"].astype(str)
-    return data.step[(source.str.startswith("step/") | ~source.str.contains("/")).to_numpy(dtype=bool)]
-
-
-def _step_change(data: ReportData, t: schema.Tables, fresh: pd.DataFrame):
-    """Measured change of each state in ``fresh`` (:func:`_step_rows`) vs untuned, and the tuned change the
-    tuning-pass capture predicts."""
-    if fresh.empty:
-        return pd.DataFrame(), pd.DataFrame()
-    from profkit.analysis import step as step_analysis
-    from profkit.models import linear_layers, load_model
-
-    measured = step_analysis.measured_step_change(fresh)
-    predicted = []
-    for (model, dtype), run in data.step_captures.items():
-        try:
-            linears = linear_layers(load_model(model))
-        except ProfkitError:
-            continue
-        rows = fresh[(fresh["model"] == model) & (fresh["dtype"] == dtype)]
-        tokens = sorted(int(x) for x in rows["tokens"].dropna().unique())
-        layers = int(rows["layers"].iloc[0]) if "layers" in rows and len(rows) else 1
-        w = t.winners[(t.winners["run_id"] == run).fillna(False).to_numpy(dtype=bool)]
-        p = step_analysis.predict_step_change(w, shapes=[(lin.n, lin.k) for lin in linears], tokens=tokens,
-                                              layers=layers)
-        predicted.append(p.assign(model=model, dtype=dtype))
-    return measured, (pd.concat(predicted, ignore_index=True) if predicted else pd.DataFrame())
-
-
-def _step_tuning(data: ReportData, t: schema.Tables) -> pd.DataFrame:
-    """Wall seconds of each step run's tuning pass: its capture's top-level tuning calls summed."""
-    rows = []
-    for (model, dtype), run in sorted(data.step_captures.items()):
-        calls = t.tuning[((t.tuning["run_id"] == run) & (t.tuning["kind"] == "call")
-                          & t.tuning["parent_call"].isna()).fillna(False).to_numpy(dtype=bool)]
-        if len(calls):
-            rows.append({"model": model, "dtype": dtype, "run_id": run, "tuning_s": float(calls["wall_s"].sum())})
-    return pd.DataFrame(rows, columns=["model", "dtype", "run_id", "tuning_s"])
-
-
-def _step_break_even(measured: pd.DataFrame, tuning: pd.DataFrame) -> pd.DataFrame:
-    """Tuned vs untuned rows that save time beyond noise, with the steps that repay the tuning pass."""
-    if measured.empty:
-        return pd.DataFrame()
-    from profkit.analysis import step as step_analysis
-
-    rows = []
-    for model, dtype, tuning_s in tuning[["model", "dtype", "tuning_s"]].itertuples(index=False):
-        m = measured[((measured["model"] == model) & (measured["dtype"] == dtype)
-                      & (measured["state"] == "tuned")).fillna(False).to_numpy(dtype=bool)].reset_index(drop=True)
-        if m.empty:
-            continue
-        be = step_analysis.break_even(m, tuning_s=float(tuning_s)).reset_index(drop=True)
-        both = m.assign(**{c: be[c] for c in ("saved_ms", "tuning_s", "steps_to_break_even",
-                                                "serving_s_to_break_even")})
-        rows.append(both[both["saved_ms"] > 0])
-    if not rows:
-        return pd.DataFrame()
-    out = pd.concat(rows, ignore_index=True).rename(columns={"baseline_ms": "untuned_ms", "step_ms": "tuned_ms"})
-    return out[["model", "dtype", "phase", "tokens", "untuned_ms", "tuned_ms", "delta_ms", "delta_pct", "noise_ms",
-                "tuning_s", "steps_to_break_even", "serving_s_to_break_even"]]
-
-
-# -- figures --------------------------------------------------------------------------------------
+# -- the pieces of a page -----------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class FigureSpec:
+    """One figure: file name (no extension), title, caption, and a function that draws it."""
+
     name: str
     title: str
     caption: str
     draw: Callable[[], Figure]
 
 
-def figure_specs(data: ReportData, r: Results, labels: Mapping[str, str]) -> list[FigureSpec]:
-    """The report's figures, in page order; each draws lazily."""
-    specs = [
-        FigureSpec("tactic_map", "Tactic choices",
-                   "The winning runner:tactic per op, shape and bucket (first run of each shape). Red hatched: the "
-                   "winner measured slower than the default.",
-                   lambda: plot_tactic_map(r.speedups, labels=labels)),
-        FigureSpec("speedup", "Speedup over the default",
-                   "default_ms / time_ms per bucket for each op, with the noise band; red triangles are slower "
-                   "than the default.", lambda: _per_op(r.speedups, lambda f, ax: plot_speedup(f, labels=labels, ax=ax))),
-    ]
+@dataclasses.dataclass(frozen=True, eq=False)
+class Table:
+    """A table shown shortened on the page and written whole as ``<name>.csv``.
+
+    Attributes:
+        frame: the full table (analysis columns; units in the names).
+        name: CSV file name without extension.
+        sort_by: the column that says what matters; the page shows the ``top`` rows by it.
+        ascending: sort order of ``sort_by`` (False: largest first).
+        top: rows shown on the page (all when the table is no longer).
+        what: what the shown rows are, e.g. "slowest against the default".
+    """
+
+    frame: pd.DataFrame
+    name: str
+    sort_by: str | None = None
+    ascending: bool = False
+    top: int = _TOP
+    what: str = ""
+
+    def shown(self) -> pd.DataFrame:
+        f = self.frame
+        if self.sort_by is not None and self.sort_by in f.columns and len(f) > self.top:
+            key = pd.to_numeric(f[self.sort_by], errors="coerce")
+            f = f.iloc[np.argsort(key.to_numpy(dtype=float) * (1 if self.ascending else -1), kind="stable")]
+        return f.head(self.top)
+
+    def footer(self) -> str:
+        if len(self.frame) <= self.top or not self.top:
+            return f"All {len(self.frame)} rows in [{self.name}.csv]({self.name}.csv)."
+        what = f" ({self.what})" if self.what else ""
+        return (f"Top {self.top} of {len(self.frame)} rows{what}; {len(self.frame) - self.top} more in "
+                f"[{self.name}.csv]({self.name}.csv).")
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """One section of the page, from one builder of :data:`SECTIONS`.
+
+    Attributes:
+        title: the heading (also the table of contents entry).
+        text: Markdown: paragraphs, ``- `` lists, `code`, **bold** and [links](#anchor).
+        figures: the figures, in order.
+        tables: the tables, after the figures.
+        omitted: one line per figure left out, saying why (drawn as a note, not an empty figure).
+    """
+
+    title: str
+    text: str = ""
+    figures: tuple[FigureSpec, ...] = ()
+    tables: tuple[Table, ...] = ()
+    omitted: tuple[str, ...] = ()
+
+    @property
+    def anchor(self) -> str:
+        return re.sub(r"[^a-z0-9]+", "-", self.title.lower()).strip("-")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ReportContext:
+    """What a section builder reads: the data directory's frames and the analyses over them."""
+
+    data: object
+    results: Overview
+
+    @property
+    def labels(self) -> dict:
+        return dict(self.data.labels)
+
+    def named(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` with shape labels ('N=6144 K=4096') replaced by display names ('llama3-8b qkv')."""
+        if "shape" not in frame.columns:
+            return frame
+        return frame.assign(shape=frame["shape"].map(lambda s: self.data.labels.get(s, s)))
+
+    def subset(self, op: str | None = None) -> str:
+        """The data the headline speedups come from: '10 GEMM shapes x 20 buckets (first run each)'."""
+        s = self.results.speedups
+        if op is not None:
+            s = s[(s["op"] == op).to_numpy(dtype=bool)]
+        shapes = s["shape"].nunique()
+        per = s.groupby("shape")["bucket"].nunique()
+        buckets = f"{int(per.iloc[0])} buckets" if per.nunique() == 1 and len(per) else f"{len(s)} buckets in all"
+        return f"{_count(shapes, 'GEMM shape')} x {buckets}, first run each"
+
+    def figure(self, name: str) -> str:
+        """A Markdown link to a figure of the page by its name."""
+        return f"[{name.replace('_', ' ')}](#fig-{name})"
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 call``, ``2 calls``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _spread_s(values: pd.Series) -> str:
+    """``35.5 s`` for one value, ``19.3-49.0 s (median 38.1 s)`` for several."""
+    if len(values) == 1:
+        return f"{values.iloc[0]:.1f} s"
+    return f"{values.min():.1f}-{values.max():.1f} s (median {values.median():.1f} s)"
+
+
+def _only(frame: pd.DataFrame, column: str, value) -> pd.DataFrame:
+    return frame[(frame[column] == value).fillna(False).to_numpy(dtype=bool)]
+
+
+# -- the first screen: the reviewers' three questions ------------------------------------------
+def _full_calls(ctx: ReportContext) -> pd.DataFrame:
+    """Tuning calls of the first runs that profiled every bucket of their shape, with whether the split is known."""
+    r = ctx.results
+    if r.breakdown.empty or r.calls.empty:
+        return pd.DataFrame()
+    per_call = r.breakdown.groupby(["run_id", "call"], observed=True).size().rename("n_buckets").reset_index()
+    every = r.calls.merge(per_call, on=["run_id", "call"], how="inner")
+    t = ctx.data.tables.tuning
+    timed = t[t["kind"].eq("profile").fillna(False).to_numpy(dtype=bool)].groupby(["run_id", "call"])["measure_s"]
+    known = timed.apply(lambda s: bool(s.notna().any())).rename("split_known").reset_index()
+    every = every.merge(known, on=["run_id", "call"], how="left")
+    every["first_run"] = every["run_id"].isin(r.first_runs).to_numpy(dtype=bool)
+    top = every.groupby("op")["n_buckets"].transform("max")
+    return every[(every["n_buckets"] == top).to_numpy(dtype=bool)]
+
+
+def tuning_time_lines(ctx: ReportContext) -> list[str]:
+    """One line per op: how long a full tuning call took, and where the time went when known."""
+    lines = []
+    full = _full_calls(ctx)
+    for op, g in (full.groupby("op", sort=True) if len(full) else []):
+        first = g[g["first_run"].to_numpy(dtype=bool)]
+        later = g[~g["first_run"].to_numpy(dtype=bool)]
+        shown = first if len(first) else g
+        line = (f"`{op}`: one call tuning all {int(shown['n_buckets'].max())} buckets took "
+                f"{_spread_s(shown['wall_s'])} over {_count(len(shown), 'call')}")
+        if shown["split_known"].fillna(False).all():
+            wall = shown["wall_s"].sum()
+            line += (f"; measuring candidates was {shown['measure_s'].sum() / wall:.0%} of it, runner "
+                     f"preparation (cuDNN plan builds) {shown['prep_s'].sum() / wall:.0%}")
+        else:
+            line += "; the split into measuring and plan building is unknown (these tuning rows have no phase times)"
+        if len(later) and len(first):
+            line += f". Later runs of the same shapes (repeats, other ranks): {_spread_s(later['wall_s'])}"
+        lines.append(line + ".")
+    tp = ctx.results.step_tuning
+    if len(tp):
+        lines.append(f"A model's tuning pass (all its linears, one forward at the largest bucket) took "
+                     f"{_spread_s(tp['tuning_s'])} ({', '.join(f'{m} {d}' for m, d in zip(tp['model'], tp['dtype']))}).")
+    return lines
+
+
+def speedup_lines(ctx: ReportContext) -> list[str]:
+    """One line per op: the winner against FlashInfer's default, per bucket."""
+    lines = []
+    for op, g in ctx.results.speedups.groupby("op", sort=True):
+        slow = g["slower_than_default"].fillna(False).to_numpy(dtype=bool)
+        beyond = int((slow & ~g["within_noise"].fillna(False).to_numpy(dtype=bool)).sum())
+        lines.append(f"`{op}`: the winner beat the default by a median {g['speedup'].median():.3f}x, at most "
+                     f"{g['speedup'].max():.3f}x ({ctx.subset(op)}); {_count(int(slow.sum()), 'bucket')} timed "
+                     f"slower than the default, {beyond} of them beyond the noise band.")
+    return lines
+
+
+def low_latency_lines(ctx: ReportContext) -> list[str]:
+    """Small M: the tuner's speedup at buckets <= 8, outside tuning at the smallest M, and the decode step."""
+    r = ctx.results
+    lines = []
+    small = r.speedups[(r.speedups["bucket"] <= 8).fillna(False).to_numpy(dtype=bool)]
+    for op, g in small.groupby("op", sort=True):
+        lines.append(f"`{op}` at buckets 1-8 (decode batch 1-8), by the tuner's timer: median {g['speedup'].median():.3f}x, "
+                     f"{g['speedup'].min():.3f}-{g['speedup'].max():.3f}x over {_count(len(g), 'bucket')}.")
+    if len(r.between):
+        m = int(r.between["m"].min())
+        b = _only(r.between, "m", m)
+        lines.append(f"Outside tuning (CUDA graph, rotating inputs) at M={m}: tuned vs untuned "
+                     f"{b['speedup'].min():.2f}-{b['speedup'].max():.2f}x over {_count(len(b), 'shape')}.")
+    tuned = _only(r.step_measured, "state", "tuned") if len(r.step_measured) else r.step_measured
+    if len(tuned):
+        dec = tuned[((tuned["phase"] == "decode") & (tuned["tokens"] <= 8)).fillna(False).to_numpy(dtype=bool)]
+        if len(dec):
+            lines.append(f"A decoder step at batch 1-8, tuned vs untuned: {dec['delta_pct'].min():+.1f}% to "
+                         f"{dec['delta_pct'].max():+.1f}% ({int(dec['slower'].sum())} of {len(dec)} slower beyond noise).")
+    return lines
+
+
+def serving_lines(ctx: ReportContext) -> list[str]:
+    """The serving pair's off/on deltas, and where they come from."""
+    e2e = ctx.results.e2e
+    if e2e.empty:
+        return []
+    rows = e2e[(e2e["kind"] == "e2e").to_numpy(dtype=bool)].set_index("metric")
+    parts = [f"{name} {_format.number(rows.loc[m, 'baseline'])} -> {_format.number(rows.loc[m, 'treatment'])} "
+             f"{rows.loc[m, 'unit']} ({rows.loc[m, 'improvement_pct']:+.1f}%)"
+             for m, name in (("output_tok_s", "output throughput"), ("mean_itl_ms", "mean ITL"),
+                             ("mean_ttft_ms", "mean TTFT")) if m in rows.index]
+    models = ", ".join(sorted(ctx.data.bench["model"].dropna().astype(str).unique()))
+    return [f"Serving pair, autotune off -> on ({models or 'model not stated'}): {'; '.join(parts)}."]
+
+
+def glance(ctx: ReportContext) -> Section:
+    """The first screen: how long tuning takes, whether it can be off, whether it helps low latency."""
+    r = ctx.results
+    q1 = tuning_time_lines(ctx) or ["No tuning rows in the data."]
+    off = ["Yes. In the engines: SGLang `--disable-flashinfer-autotune`, vLLM `--no-enable-flashinfer-autotune`. "
+           "Untuned, FlashInfer runs each op's `runners[0]` with tactic -1 (the default), so turning tuning off "
+           "gives up exactly the winner-over-default speedup:"]
+    off += speedup_lines(ctx) + serving_lines(ctx)
+    q3 = low_latency_lines(ctx) or ["No buckets at or below 8 in the data."]
+    see_off = [ctx.figure("speedup")] + ([ctx.figure("kernel_vs_e2e")] if len(r.e2e) else [])
+    see_low = [ctx.figure("step_change")] if len(r.step_measured) else [ctx.figure("speedup")]
+    blocks = [("How long does tuning take?", q1, [ctx.figure("tuning_time")]),
+              ("Can it be switched off, and what does off cost?", off, see_off),
+              ("Does it help low-latency (small batch) cases?", q3, see_low)]
+    text = []
+    for question, lines, figures in blocks:
+        text += [f"**{question}** (figure: {', '.join(figures)})", ""] + [f"- {line}" for line in lines] + [""]
+    return Section("At a glance", "\n".join(text).strip())
+
+
+# -- section builders ---------------------------------------------------------------------------
+def tactic_section(ctx: ReportContext) -> Section | None:
+    r = ctx.results
+    if r.speedups.empty and r.winners.empty:
+        return None
+    figures = [FigureSpec("tactic_map", "Which runner and tactic won each bucket",
+                          "One row per op and GEMM shape (first run each), one equal cell per bucket (its M "
+                          "below). Colour family = runner, shade and cell text = tactic; red hatched cells timed "
+                          "slower than the default.",
+                          lambda: plot_tactic_map(r.speedups if len(r.speedups) else r.winners, labels=ctx.labels))]
     if len(r.speedups):
         top = r.speedups.sort_values("speedup", ascending=False).iloc[0]
-        specs.append(FigureSpec(
-            "candidates", "Candidate spread",
-            f"Every candidate of {top['op']} {labels.get(top['shape'], top['shape'])}, the shape and run of the "
-            f"largest speedup ({top['speedup']:.3f}x at bucket {int(top['bucket'])}, shaded).",
-            lambda: plot_candidates(data.tables.candidates, op=top["op"], shape=top["shape"], run_id=top["run_id"],
-                                    highlight=int(top["bucket"]), labels=labels)))
-    specs += [
-        FigureSpec("tuning_time", "Tuning time",
-                   "Tuning wall seconds per op and shape (first run each), split into measuring candidates, "
-                   "runner preparation (cuDNN plan builds), JIT and the rest.",
-                   lambda: plot_tuning_time(r.breakdown[r.breakdown["run_id"].isin(r.primary_runs)], labels=labels)),
-        FigureSpec("tuning_value", "What tuning time bought",
-                   "Cumulative tuning seconds against the microseconds saved per call, bucket by bucket.",
-                   lambda: plot_tuning_value(r.value, labels=labels)),
-    ]
-    if len(r.stability) and (r.stability["n_tunings"] > 1).any():
-        specs.append(FigureSpec("winner_flips", "Winner flips across repeated runs",
-                                "Share of run pairs whose winner differs, per bucket, for shapes tuned more than once.",
-                                lambda: plot_winner_flips(r.stability, labels=labels)))
+        figures.append(FigureSpec(
+            "candidates", "Every candidate of one shape",
+            f"Every candidate of {top['op']} {ctx.labels.get(top['shape'], top['shape'])}, the shape and run of "
+            f"the largest speedup ({top['speedup']:.3f}x at bucket {int(top['bucket'])}, shaded).",
+            lambda: plot_candidates(ctx.data.tables.candidates, op=top["op"], shape=top["shape"],
+                                    run_id=top["run_id"], highlight=int(top["bucket"]), labels=ctx.labels)))
+    winners = ctx.named(r.speedups[["op", "shape", "bucket", "runner", "tactic", "time_ms", "default_ms", "speedup",
+                                    "noise_pct", "within_noise"]]) if len(r.speedups) else pd.DataFrame()
+    tables = (Table(winners, "winners", sort_by="speedup", what="largest speedup first"),) if len(winners) else ()
+    return Section("Tactic choices", "What FlashInfer's autotuner picked, bucket by bucket.", tuple(figures), tables)
+
+
+def speedup_section(ctx: ReportContext) -> Section | None:
+    r = ctx.results
+    if r.speedups.empty:
+        return Section("Speedup over the default", omitted=("Speedup: not drawn: no bucket had its default timed "
+                                                              "(captures with time_default=False, logs, caches).",))
+    fig = FigureSpec("speedup", "Speedup of the winner over the default",
+                     "default_ms / time_ms per bucket by the tuner's own timer, one panel per op and one line per "
+                     "shape, with the noise band; triangles mark winners that timed slower than the default.",
+                     lambda: _per_op(r.speedups, lambda f, ax: plot_speedup(f, labels=ctx.labels, ax=ax)))
+    slow = r.speedups[r.speedups["slower_than_default"].fillna(False).to_numpy(dtype=bool)]
+    tables = ()
+    if len(slow):
+        tables = (Table(ctx.named(slow[["op", "shape", "bucket", "runner", "tactic", "time_ms", "default_ms",
+                                        "speedup", "noise_pct", "within_noise"]]),
+                        "slower_than_default", sort_by="speedup", ascending=True, what="slowest first"),)
+    text = "\n".join(f"- {line}" for line in speedup_lines(ctx))
+    text += ("\n\nBuckets slower than the default (flashinfer#3537): within noise = the gap lies inside the "
+             "noise band, a tie rather than a regression.") if len(slow) else ""
+    return Section("Speedup over the default", text, (fig,), tables)
+
+
+def tuning_section(ctx: ReportContext) -> Section | None:
+    r = ctx.results
+    if r.breakdown.empty:
+        return None
+    first = r.breakdown[r.breakdown["run_id"].isin(r.first_runs).to_numpy(dtype=bool)]
+    figures = [FigureSpec("tuning_time", "Where tuning time went",
+                          "Tuning wall seconds per op and shape (first run each), split into measuring candidates, "
+                          "runner preparation (cuDNN plan builds), JIT and the rest.",
+                          lambda: plot_tuning_time(first, labels=ctx.labels))]
+    omitted = []
+    if len(r.value):
+        figures.append(FigureSpec("tuning_value", "What tuning time bought",
+                                  "Per op, one small panel per shape: cumulative tuning seconds against the "
+                                  "microseconds one call per bucket saves, bucket by bucket.",
+                                  lambda: plot_tuning_value(r.value, labels=ctx.labels)))
+    else:
+        omitted.append("What tuning time bought: not drawn: no bucket has both a tuning time and a speedup.")
+    tables = ()
+    if len(r.worth):
+        tables = (Table(ctx.named(r.worth[["op", "shape", "tuning_s", "measure_s", "median_speedup", "max_speedup",
+                                           "n_slower", "saved_us_per_pass", "saved_pct_per_pass",
+                                           "break_even_passes"]]),
+                        "worth_tuning", sort_by="break_even_passes", ascending=True,
+                        what="fewest passes to break even first"),)
+    text = "\n".join(f"- {line}" for line in tuning_time_lines(ctx))
+    if len(r.worth):
+        text += ("\n\nOne pass = one call at every tuned bucket; break-even passes = passes whose saving repays the "
+                 "tuning time.")
+    return Section("Tuning time", text, tuple(figures), tables, tuple(omitted))
+
+
+def outside_tuning_section(ctx: ReportContext) -> Section | None:
+    r = ctx.results
+    if r.between.empty:
+        return Section("Outside tuning", omitted=("Tuned vs untuned op timings: not drawn: the data has no "
+                                                  "op_timings.parquet.",))
+    b = r.between
+    fig = FigureSpec("op_timings", "Tuned vs untuned outside tuning",
+                     "The op timed at M on and between buckets, with and without the tuned configs (CUDA graph, "
+                     "rotating inputs), one panel per op.",
+                     lambda: _per_op(b, lambda f, ax: plot_op_timings(f, labels=ctx.labels, ax=ax)))
+    g = b.groupby(["op", "at_bucket"])["speedup"].agg(["median", "min", "max", "count"]).reset_index()
+    g = g.rename(columns={"median": "median_speedup", "min": "min_speedup", "max": "max_speedup", "count": "n"})
+    text = (f"Tuned vs untuned (untuned_ms / tuned_ms): median {b.loc[b['at_bucket'], 'speedup'].median():.3f}x at "
+            f"bucket M, {b.loc[~b['at_bucket'], 'speedup'].median():.3f}x between buckets "
+            f"(min {b['speedup'].min():.3f}x), over {_count(b['shape'].nunique(), 'shape')}.")
+    return Section("Outside tuning", text, (fig,), (Table(g, "outside_tuning_summary"),
+                                                    Table(ctx.named(b), "outside_tuning", sort_by="speedup",
+                                                          ascending=True, what="slowest tuned first", top=0)))
+
+
+def step_section(ctx: ReportContext) -> Section | None:
+    r = ctx.results
+    if r.step_measured.empty:
+        return Section("Decoder step", omitted=("Decoder step figures: not drawn: the data has no `profkit step` "
+                                                "results (step.jsonl).",))
+    figures = [FigureSpec("step_change", "Decoder step: tuned vs untuned",
+                          "Measured change of a decoder step (profkit step) with the repetitions' noise, and the "
+                          "change the tuning-pass capture predicts.",
+                          lambda: plot_step_change(r.step_measured, predicted=r.step_predicted))]
+    for (model, dtype), rows in r.step_rows.groupby(["model", "dtype"], sort=True):
+        states = ", ".join(s for s in STATE_ORDER if (rows["state"] == s).any())
+        figures.append(FigureSpec(
+            f"step_times_{model}_{dtype}", f"Step time per state: {model} {dtype}",
+            f"Step time of {model} {dtype} ({states}) across decode batch sizes (left) and prefill chunks (right): "
+            "milliseconds on top, relative to untuned below (< 1: faster than FlashInfer's untuned fallback). "
+            "Markers are medians over the repetitions, bars min to max.",
+            lambda rows=rows, model=model, dtype=dtype: _step_times_grid(rows, model=model, dtype=dtype)))
+    m = r.step_measured
+    tuned = _only(m, "state", "tuned")
+    text = (f"Each state against untuned: tuned ran in the same process after the tuning pass, cache in a fresh "
+            f"process that loaded its cache.json, torch with plain torch linears. Tuned vs untuned: "
+            f"{tuned['delta_pct'].min():+.1f}% to {tuned['delta_pct'].max():+.1f}% (median "
+            f"{tuned['delta_pct'].median():+.1f}%) over {_count(len(tuned), 'size')}; {int(tuned['slower'].sum())} "
+            "slower beyond noise (noise = the larger max-min spread of the two states' repetitions).") \
+        if len(tuned) else ""
+    tables = [Table(m[["model", "dtype", "phase", "tokens", "state", "step_ms", "baseline_ms", "delta_pct",
+                       "noise_ms", "beyond_noise", "slower"]], "step_change", sort_by="delta_pct",
+                    what="largest slowdown first")]
+    text += "\n\n" + _break_even_text(ctx)
+    if len(r.step_break_even):
+        tables.append(Table(r.step_break_even, "break_even", sort_by="steps_to_break_even", ascending=True,
+                            what="soonest break-even first"))
+    return Section("Decoder step", text.strip(), tuple(figures), tuple(tables))
+
+
+def _break_even_text(ctx: ReportContext) -> str:
+    """When does tuning pay for itself, per model and dtype, in the data's numbers."""
+    r = ctx.results
+    tuned = _only(r.step_measured, "state", "tuned")
+    be = r.step_break_even
+    lines = ["**When does tuning pay for itself?** Tuning wall time divided by the time the tuned step saves = "
+             "steps before the tuning pass pays for itself (serving time = those steps at the tuned step time). "
+             "Only sizes where tuned is faster beyond noise count: elsewhere tuning never pays back.", ""]
+    for (model, dtype), g in tuned.groupby(["model", "dtype"], sort=True):
+        mine = be[((be["model"] == model) & (be["dtype"] == dtype)).to_numpy(dtype=bool)] if len(be) else be
+        saving = f"saves time beyond noise at {len(mine)} of {len(g)} sizes"
+        if len(mine):
+            saving += (f", breaking even after {_format.number(mine['steps_to_break_even'].min())} to "
+                       f"{_format.number(mine['steps_to_break_even'].max())} steps "
+                       f"({_format.seconds(mine['serving_s_to_break_even'].min())} to "
+                       f"{_format.seconds(mine['serving_s_to_break_even'].max())} of serving at that size)")
+        spent = r.step_tuning[((r.step_tuning["model"] == model) & (r.step_tuning["dtype"] == dtype)).to_numpy(dtype=bool)]
+        tuning = f"tuning {spent['tuning_s'].iloc[0]:.1f} s, " if len(spent) else "no tuning capture, "
+        lines.append(f"- {model} {dtype}: {tuning}{saving}; slower beyond noise at {int(g['slower'].sum())}.")
+    layers = sorted({int(x) for x in r.step_rows["layers"].dropna()}) if "layers" in r.step_rows else []
+    if len(layers) == 1:
+        full = [f"{name} has {ctx.data.model_layers[name]}" for name in sorted(tuned["model"].unique())
+                if name in ctx.data.model_layers]
+        lines += ["", f"A step here is the {layers[0]} timed decoder layers, not the whole model"
+                  + (f" ({', '.join(full)})" if full else "") + ": if the saving per layer held in every layer, a "
+                  "full model would break even in proportionally fewer steps."]
+    return "\n".join(lines)
+
+
+def serving_section(ctx: ReportContext) -> Section | None:
+    r = ctx.results
+    if r.e2e.empty:
+        return Section("Kernels beside serving", omitted=(
+            "Kernel vs end-to-end: not drawn: no serving pair was given (`profkit report DATA --bench off.txt "
+            "--bench on.txt`, baseline first).",))
+    fig = FigureSpec("kernel_vs_e2e", "Kernel speedup beside end-to-end serving",
+                     "Left: weighted kernel speedups of the captured GEMMs. Right: the serving pair's deltas. When "
+                     "they come from different GPUs or ops, the figure says so: read them side by side, not as "
+                     "cause and effect.",
+                     lambda: plot_kernel_vs_e2e(r.e2e, labels=ctx.labels, note=_e2e_note(ctx)))
+    return Section("Kernels beside serving", "\n".join(f"- {line}" for line in serving_lines(ctx)), (fig,),
+                   (Table(r.e2e[["kind", "metric", "unit", "baseline", "treatment", "improvement_pct", "note"]],
+                          "kernel_vs_e2e"),))
+
+
+def repeats_section(ctx: ReportContext) -> Section | None:
+    r = ctx.results
+    figures, tables, omitted, text = [], [], [], []
+    repeated = r.stability[(r.stability["n_tunings"] > 1).fillna(False).to_numpy(dtype=bool)] if len(r.stability) \
+        else r.stability
+    if len(repeated):
+        flipped = repeated[(repeated["n_distinct"] > 1).to_numpy(dtype=bool)]
+        text.append(f"Across repeated tunings (runs, and calls that re-profiled), {len(flipped)} of {len(repeated)} "
+                    f"buckets changed winner; the worst flip costs {repeated['regret_pct'].max():.2f}% "
+                    f"({int((~repeated['within_noise'].fillna(True).astype(bool)).sum())} beyond noise).")
+        figures.append(FigureSpec("winner_flips", "Winner flips across repeated tunings",
+                                  "Share of run pairs whose winner differs, per bucket, for shapes tuned more than "
+                                  "once.", lambda: plot_winner_flips(r.stability, labels=ctx.labels)))
+        tables.append(Table(ctx.named(flipped[["op", "shape", "bucket", "n_tunings", "winners", "flip_rate",
+                                               "regret_pct", "noise_pct", "within_noise"]]),
+                            "winner_flips", sort_by="regret_pct", what="costliest flip first"))
+    else:
+        omitted.append("Winner flips: not drawn: no bucket was tuned more than once.")
     if len(r.diff):
-        specs.append(FigureSpec("diff", "Diff of two captures",
-                                f"{r.diff_names[1]} against {r.diff_names[0]}: which buckets changed winner and what "
-                                "the other choice costs, priced on the first run's measurements.",
-                                lambda: plot_diff(r.diff, labels=labels, names=r.diff_names)))
+        figures.append(FigureSpec("diff", "First run against the next run",
+                                  "Which buckets changed winner between the first run of each shape and the next "
+                                  "run of it, and what the other choice costs, priced on the first run's "
+                                  "measurements.", lambda: plot_diff(r.diff, labels=ctx.labels,
+                                                                     names=("first run", "next run"))))
+    else:
+        omitted.append("Diff of two runs: not drawn: no shape was tuned in a second run.")
     if len(r.ranks):
-        specs.append(FigureSpec("rank_divergence", "Per-rank divergence",
-                                "Buckets where ranks (independent tunings) chose different winners, and the regret.",
-                                lambda: plot_rank_divergence(r.ranks, labels=labels)))
-    if len(r.between):
-        specs.append(FigureSpec("op_timings", "Tuned vs untuned outside tuning",
-                                "The op timed at M on and between buckets with and without tuned configs.",
-                                lambda: _per_op(r.between, lambda f, ax: plot_op_timings(f, labels=labels, ax=ax))))
-    if len(r.step_measured):
-        specs.append(FigureSpec("step_change", "Decoder step: tuned vs untuned",
-                                "Measured change of a 4-layer decoder step (profkit step) with the repetitions' noise, "
-                                "and the change the tuning-pass capture predicts.",
-                                lambda: plot_step_change(r.step_measured, predicted=r.step_predicted)))
-    if len(r.step_rows):
-        for (model, dtype), rows in r.step_rows.groupby(["model", "dtype"], sort=True):
-            states = ", ".join(s for s in STATE_ORDER if (rows["state"] == s).any())
-            specs.append(FigureSpec(
-                f"step_times_{model}_{dtype}", f"Decoder step time per state: {model} {dtype}",
-                f"Step time of {model} {dtype} ({states}) across decode batch sizes (left) and prefill chunks "
-                "(right): milliseconds on top, relative to untuned below (< 1: faster than FlashInfer's untuned "
-                "fallback). Markers are medians over the repetitions, bars min to max.",
-                lambda rows=rows, model=model, dtype=dtype: _step_times_grid(rows, model=model, dtype=dtype)))
-    if len(r.e2e):
-        specs.append(FigureSpec("kernel_vs_e2e", "Kernel speedup beside end-to-end",
-                                "Weighted kernel speedups (the captured GEMMs of the bench's model, where present) "
-                                "beside the serving pair's deltas. Kernels and serving may come from different GPUs "
-                                "and ops: read them side by side, not as cause and effect.",
-                                lambda: plot_kernel_vs_e2e(r.e2e, labels=labels, note=_e2e_note(data))))
-    return specs
+        dis = r.ranks[~r.ranks["agree"].fillna(True).to_numpy(dtype=bool)]
+        text.append(f"Ranks disagree in {len(dis)} of {len(r.ranks)} buckets, "
+                    f"{int((~dis['within_noise'].fillna(True).astype(bool)).sum())} beyond noise.")
+        figures.append(FigureSpec("rank_divergence", "Per-rank divergence",
+                                  "Buckets where ranks (independent tunings) chose different winners, and the "
+                                  "regret.", lambda: plot_rank_divergence(r.ranks, labels=ctx.labels)))
+        if len(dis):
+            tables.append(Table(ctx.named(dis[["op", "shape", "bucket", "winners", "regret_pct", "noise_pct",
+                                               "within_noise"]]), "rank_divergence", sort_by="regret_pct",
+                                what="costliest first"))
+    else:
+        omitted.append("Per-rank divergence: not drawn: fewer than two ranks in the data.")
+    if len(r.cache_diff):
+        changed = int(r.cache_diff["changed"].sum())
+        text.append(f"Each capture's winners against the cache.json FlashInfer wrote in the same process: {changed} "
+                    f"of {len(r.cache_diff)} decisions differ.")
+    if not figures and not text:
+        return Section("Repeats and ranks", omitted=tuple(omitted))
+    return Section("Repeats and ranks", "\n".join(f"- {line}" for line in text), tuple(figures), tuple(tables),
+                   tuple(omitted))
+
+
+def provenance_section(ctx: ReportContext) -> Section:
+    data = ctx.data
+    lines = [f"{_count(len(data.tables.runs), 'run')} read from `{data.root}`."]
+    for where, prov in data.provenance.items():
+        env = prov.get("env", {})
+        flags = ", ".join(prov.get("flags", []) or []) or "none"
+        lines.append(f"- `{where}`: started {env.get('started_at', '?')}, flags {flags}, command "
+                     f"`{env.get('command', '?')}`")
+    if data.problems:
+        lines += ["", f"**{_count(len(data.problems), 'file')} could not be read** and {'was' if len(data.problems) == 1 else 'were'} "
+                  "skipped:"] + [f"- `{p}`" for p in data.problems]
+    return Section("Provenance", "\n".join(lines), tables=(Table(_env_table(data), "environment"),))
+
+
+SECTIONS: list[Callable[[ReportContext], Section | None]] = [
+    glance, tactic_section, speedup_section, tuning_section, outside_tuning_section, step_section,
+    serving_section, repeats_section, provenance_section,
+]
+
+
+def _env_table(data) -> pd.DataFrame:
+    runs = data.tables.runs
+    rows = []
+    for col in (c for c in _ENV if c in runs.columns):
+        values = sorted({_format.cudnn_version(v) if col == "cudnn" else str(v) for v in runs[col].dropna()})
+        rows.append({"field": "cuDNN" if col == "cudnn" else col, "value": ", ".join(values) if values else "?"})
+    return pd.DataFrame(rows, columns=["field", "value"])
+
+
+def _e2e_note(ctx: ReportContext) -> str:
+    kernel_gpu = ", ".join(sorted(ctx.data.tables.runs["gpu"].dropna().unique()))
+    models = ", ".join(sorted(ctx.data.bench["model"].dropna().astype(str).unique())) if len(ctx.data.bench) else ""
+    return f"kernels captured on {kernel_gpu or '?'}; serving runs: {models or '?'} (GPU as the bench files say)"
 
 
 @_style.styled
 def _per_op(frame: pd.DataFrame, draw: Callable) -> Figure:
-    """One panel per op, side by side, each drawn with ``ax=`` (the composition case)."""
+    """One panel per op, stacked, each drawn with ``ax=`` (the composition case)."""
     ops = sorted(frame["op"].dropna().unique()) or [None]
     fig = Figure(figsize=(8.5, 3.6 * len(ops)), layout="constrained")
     axes = fig.subplots(len(ops), 1, squeeze=False)[:, 0]
     for op, ax in zip(ops, axes):
-        draw(frame[(frame["op"] == op).fillna(False).to_numpy(dtype=bool)] if op else frame, ax)
+        draw(_only(frame, "op", op) if op else frame, ax)
     return fig
 
 
@@ -439,27 +582,25 @@ def _step_times_grid(rows: pd.DataFrame, *, model: str, dtype: str) -> Figure:
     return fig
 
 
-def _e2e_note(data: ReportData) -> str:
-    kernel_gpu = ", ".join(sorted(data.tables.runs["gpu"].dropna().unique()))
-    models = ", ".join(sorted(data.bench["model"].dropna().astype(str).unique())) if len(data.bench) else ""
-    return f"kernels captured on {kernel_gpu or '?'}; serving runs: {models or '?'} (GPU as the bench files say)"
-
-
-# -- pages ------------------------------------------------------------------------------------------
-def build_report(data: ReportData, out: str | Path, *, formats: Iterable[str] = ("png", "svg"),
-                 only: Iterable[str] | None = None, index: bool = True, progress: bool = True) -> list[Path]:
-    """Analyse ``data``, write its figures and (with ``index``) index.md and index.html into ``out``.
+# -- pages --------------------------------------------------------------------------------------
+def build_report(data, out: str | Path, *, results: Overview | None = None,
+                 sections: Sequence[Callable[[ReportContext], Section | None]] | None = None,
+                 formats: Iterable[str] = ("png", "svg"), only: Iterable[str] | None = None, index: bool = True,
+                 progress: bool = True) -> list[Path]:
+    """Lay out ``data``'s analyses: write the figures, tables (CSV) and index.md / index.html into ``out``.
 
     Args:
-        data: from :func:`collect`.
+        data: from :func:`profkit.sources.datadir.read_datadir`.
         out: output directory (created).
+        results: the analyses (default: :func:`profkit.analysis.overview.overview` of ``data``).
+        sections: section builders in page order (default :data:`SECTIONS`).
         formats: figure formats to write ("png", "svg", "pdf").
         only: figure names to draw (default all; see the page for names).
-        index: also write index.md and the self-contained index.html.
+        index: also write the pages and the tables' CSV files.
         progress: show a tqdm progress bar on stderr.
 
     Returns:
-        The files written, figures first.
+        The files written: figures, then CSV tables, then index.md and index.html last.
 
     Raises:
         ProfkitError: for an unknown figure name in ``only`` or format.
@@ -471,44 +612,53 @@ def build_report(data: ReportData, out: str | Path, *, formats: Iterable[str] = 
     bad = [f for f in formats if f not in ("png", "svg", "pdf")]
     if bad:
         raise ProfkitError(f"unknown figure format(s) {', '.join(bad)}; use png, svg or pdf")
-    labels = shape_labels(data)
     bar = tqdm(total=3, desc="profkit report", unit="step", file=sys.stderr, disable=not progress, leave=False)
     bar.set_postfix_str("analysis")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        results = analyse(data)
+        ctx = ReportContext(data=data, results=results if results is not None else overview(data))
         bar.update()
-        specs = figure_specs(data, results, labels)
-        names = [s.name for s in specs]
+        built = [s for s in (build(ctx) for build in (SECTIONS if sections is None else sections)) if s is not None]
+        names = [f.name for s in built for f in s.figures]
         if only is not None:
             only = list(only)
             unknown = [n for n in only if n not in names]
             if unknown:
                 raise ProfkitError(f"unknown figure(s) {', '.join(unknown)}; this data has {', '.join(names)}")
-            specs = [s for s in specs if s.name in only]
-        bar.total = 2 + len(specs)
+            built = [dataclasses.replace(s, figures=tuple(f for f in s.figures if f.name in only)) for s in built]
+        bar.total = 2 + sum(len(s.figures) for s in built)
         out.mkdir(parents=True, exist_ok=True)
         written: list[Path] = []
-        embedded: dict[str, str] = {}
-        for spec in specs:
+        pngs: dict[str, bytes] = {}
+        for spec in (f for s in built for f in s.figures):
             bar.set_postfix_str(spec.name)
             fig = spec.draw()
             for fmt in formats:
                 path = out / f"{spec.name}.{fmt}"
-                fig.savefig(path, format=fmt, metadata=_metadata(fmt))
+                if fmt == "png":
+                    buf = io.BytesIO()
+                    fig.savefig(buf, format="png", dpi=_style.DPI, metadata=_metadata("png"))
+                    pngs[spec.name] = buf.getvalue()
+                    path.write_bytes(pngs[spec.name])
+                else:
+                    fig.savefig(path, format=fmt, dpi=_style.DPI, metadata=_metadata(fmt))
                 written.append(path)
-            if index:
+            if index and spec.name not in pngs:
                 buf = io.BytesIO()
-                fig.savefig(buf, format="png", dpi=110)
-                embedded[spec.name] = base64.b64encode(buf.getvalue()).decode("ascii")
+                fig.savefig(buf, format="png", dpi=_style.DPI, metadata=_metadata("png"))
+                pngs[spec.name] = buf.getvalue()
             bar.update()
     if index:
         bar.set_postfix_str("pages")
-        sections = _sections(data, results, labels)
+        for table in (t for s in built for t in s.tables):
+            path = out / f"{table.name}.csv"
+            table.frame.to_csv(path, index=False)
+            written.append(path)
+        img = "png" if "png" in formats else formats[0]
         md = out / "index.md"
-        md.write_text(_markdown(data, specs, sections, formats), encoding="utf-8")
+        md.write_text(markdown_page(data, built, img=img), encoding="utf-8")
         page = out / "index.html"
-        page.write_text(_html(data, specs, sections, embedded), encoding="utf-8")
+        page.write_text(html_page(data, built, pngs), encoding="utf-8")
         written += [md, page]
     bar.update()
     bar.close()
@@ -524,246 +674,114 @@ def _metadata(fmt: str) -> dict:
     return {"CreationDate": None}
 
 
-@dataclasses.dataclass(frozen=True)
-class Section:
-    title: str
-    text: str
-    table: pd.DataFrame | None = None
+_INTRO = "What FlashInfer's autotuner picked, why, what tuning cost, and whether it paid off."
 
 
-def headline(data: ReportData, r: Results) -> list[str]:
-    """The report's headline numbers, one sentence each."""
-    lines = []
-    # Calls that profiled buckets (a model forward also makes calls that hit the cache).
-    per_call = r.breakdown.groupby(["run_id", "call"], observed=True).size().rename("n_buckets").reset_index()
-    every = r.calls.merge(per_call, on=["run_id", "call"], how="inner")
-    primary = every["run_id"].isin(r.primary_runs).to_numpy(dtype=bool)
-    for op, g in every[primary].groupby("op", sort=True):
-        full = g[g["n_buckets"] == g["n_buckets"].max()]
-        n_buckets = int(full["n_buckets"].max())
-        line = (f"Tuning one {op} call that profiled all {n_buckets} buckets took {_spread_s(full['wall_s'])} "
-                f"over {_count(len(full), 'call')}; measuring candidates was "
-                f"{full['measure_s'].sum() / full['wall_s'].sum():.0%} of it, runner preparation (cuDNN plans) "
-                f"{full['prep_s'].sum() / full['wall_s'].sum():.0%}.")
-        if len(g) > len(full):
-            line += (f" {_count(len(g) - len(full), 'further call')} re-profiled some buckets "
-                     f"({(g['wall_s'].sum() - full['wall_s'].sum()):.1f} s).")
-        later = every[~primary & (every["op"] == op).to_numpy(dtype=bool)
-                      & (every["n_buckets"] == n_buckets).to_numpy(dtype=bool)]
-        if len(later):
-            line += f" Later runs (repeats, other ranks): {_count(len(later), 'full call')}, {_spread_s(later['wall_s'])}."
-        lines.append(line)
-    s = r.speedups
-    if len(s):
-        for op, g in s.groupby("op", sort=True):
-            beyond = int((g["slower_than_default"] & ~g["within_noise"]).sum())
-            lines.append(f"{op}: winner over default median {g['speedup'].median():.3f}x, max {g['speedup'].max():.3f}x "
-                         f"over {len(g)} buckets; {_count(int(g['slower_than_default'].sum()), 'bucket')} measured slower than the "
-                         f"default, {beyond} of them beyond the noise band.")
-    st = r.stability[r.stability["n_tunings"] > 1] if len(r.stability) else r.stability
-    if len(st):
-        flipped = st[st["n_distinct"] > 1]
-        lines.append(f"Across repeated tunings (runs, and calls that re-profiled), {len(flipped)} of {len(st)} "
-                     f"buckets changed winner; the worst flip costs "
-                     f"{st['regret_pct'].max():.2f}% ({int((~st['within_noise'].fillna(True).astype(bool)).sum())} "
-                     "beyond noise).")
-    if len(r.ranks):
-        dis = r.ranks[~r.ranks["agree"]]
-        lines.append(f"Ranks disagree in {len(dis)} of {len(r.ranks)} buckets, "
-                     f"{int((~dis['within_noise']).sum())} beyond noise.")
-    if len(r.between):
-        b = r.between
-        lines.append(f"Outside tuning (CUDA graph, rotating inputs), tuned vs untuned: median "
-                     f"{b.loc[b['at_bucket'], 'speedup'].median():.3f}x at bucket M, "
-                     f"{b.loc[~b['at_bucket'], 'speedup'].median():.3f}x between buckets (min {b['speedup'].min():.3f}x).")
-    m = r.step_measured[(r.step_measured["state"] == "tuned").to_numpy(dtype=bool)] if len(r.step_measured) else []
-    if len(m):
-        lines.append(f"Decoder step, tuned vs untuned: {m['delta_pct'].min():+.1f}% to {m['delta_pct'].max():+.1f}% "
-                     f"(median {m['delta_pct'].median():+.1f}%); {int(m['slower'].sum())} of {len(m)} sizes slower "
-                     "beyond noise.")
-    return lines
-
-
-def _spread_s(seconds: pd.Series) -> str:
-    """``35.5 s`` for one value, ``19.3-49.0 s (median 38.1 s)`` for several."""
-    if len(seconds) == 1:
-        return f"{seconds.iloc[0]:.1f} s"
-    return f"{seconds.min():.1f}-{seconds.max():.1f} s (median {seconds.median():.1f} s)"
-
-
-def _count(n: int, noun: str) -> str:
-    """``1 call``, ``2 calls``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def _sections(data: ReportData, r: Results, labels: Mapping[str, str]) -> list[Section]:
-    named = lambda f: f.assign(shape=f["shape"].map(lambda s: labels.get(s, s))) if "shape" in f else f  # noqa: E731
-    out = [Section("Headline", "\n".join(f"- {line}" for line in headline(data, r)))]
-    if len(r.worth):
-        out.append(Section("Is each op worth tuning?",
-                           "One pass = one call at every tuned bucket; break-even = passes that repay the tuning time.",
-                           named(r.worth[["op", "shape", "tuning_s", "measure_s", "median_speedup", "max_speedup",
-                                          "n_slower", "saved_us_per_pass", "saved_pct_per_pass", "break_even_passes"]])))
-    slow = r.speedups[r.speedups["slower_than_default"].fillna(False).to_numpy(dtype=bool)]
-    if len(slow):
-        out.append(Section("Buckets slower than the default (flashinfer#3537)",
-                           "within_noise = the gap lies inside the noise band: a tie, not a regression.",
-                           named(slow[["op", "shape", "bucket", "runner", "tactic", "time_ms", "default_ms", "speedup",
-                                       "noise_pct", "within_noise"]])))
-    if len(r.stability):
-        flips = r.stability[r.stability["n_distinct"] > 1]
-        if len(flips):
-            out.append(Section("Winner flips", "Buckets whose winner differs between runs.",
-                               named(flips[["op", "shape", "bucket", "n_tunings", "winners", "flip_rate", "regret_pct",
-                                            "noise_pct", "within_noise"]])))
-    if len(r.ranks):
-        dis = r.ranks[~r.ranks["agree"]]
-        if len(dis):
-            out.append(Section("Rank divergence", "Buckets where ranks chose different winners.",
-                               named(dis[["op", "shape", "bucket", "winners", "regret_pct", "noise_pct",
-                                          "within_noise"]])))
-    if len(r.cache_diff):
-        changed = int(r.cache_diff["changed"].sum())
-        out.append(Section("Capture vs cache file",
-                           f"Each capture's winners against the cache.json FlashInfer wrote in the same process: "
-                           f"{changed} of {len(r.cache_diff)} decisions differ."))
-    if len(r.between):
-        g = r.between.groupby(["op", "at_bucket"])["speedup"].agg(["median", "min", "max", "count"]).reset_index()
-        out.append(Section("Tuned vs untuned outside tuning", "Speedup untuned_ms / tuned_ms by whether M is a bucket.", g))
-    if len(r.step_measured):
-        m = r.step_measured
-        out.append(Section("Decoder step change",
-                           "Each state against untuned (baseline_ms): tuned ran in the same process after the tuning "
-                           "pass, cache in a fresh process that loaded its cache.json, torch with plain torch linears. "
-                           "Median over repetitions; noise = the larger max-min spread of the two states (cache is "
-                           "another process than its baseline, so process-to-process drift is not in its band).",
-                           m[["model", "dtype", "phase", "tokens", "state", "step_ms", "baseline_ms", "delta_pct",
-                              "beyond_noise", "slower"]]))
-        out.append(Section("When does tuning pay for itself?", _break_even_text(r), r.step_break_even))
-    if len(r.e2e):
-        out.append(Section("Kernel vs end to end", "Bigger-is-better percent.",
-                           r.e2e[["kind", "metric", "baseline", "treatment", "improvement_pct", "note"]]))
-    out.append(Section("Provenance", _provenance_text(data), _env_table(data)))
-    return out
-
-
-def _break_even_text(r: Results) -> str:
-    """What the break-even table holds and leaves out, per model and dtype, in the data's numbers."""
-    tuned = r.step_measured[(r.step_measured["state"] == "tuned").to_numpy(dtype=bool)]
-    be = r.step_break_even
-    lines = ["Tuning wall time (the capture's tuning calls summed) divided by the time the tuned step saves against "
-             "the untuned one = steps before the tuning pass pays for itself; serving_s = those steps at the tuned "
-             "step time. Only sizes where tuned is faster beyond noise are listed: elsewhere tuning never pays back.",
-             ""]
-    for (model, dtype), g in tuned.groupby(["model", "dtype"], sort=True):
-        mine = be[(be["model"] == model) & (be["dtype"] == dtype)] if len(be) else be
-        saving = f"saves time beyond noise at {len(mine)} of {len(g)} sizes"
-        if len(mine):
-            saving += (f", breaking even after {mine['steps_to_break_even'].min():.3g}-"
-                       f"{mine['steps_to_break_even'].max():.3g} steps "
-                       f"({mine['serving_s_to_break_even'].min() / 3600:.2g}-"
-                       f"{mine['serving_s_to_break_even'].max() / 3600:.2g} h of serving at that size)")
-        spent = r.step_tuning[(r.step_tuning["model"] == model) & (r.step_tuning["dtype"] == dtype)]["tuning_s"]
-        tuning = f"tuning {spent.iloc[0]:.1f} s, " if len(spent) else "no tuning capture, "
-        lines.append(f"- {model} {dtype}: {tuning}{saving}; slower beyond noise at {int(g['slower'].sum())}.")
-    layers = sorted({int(x) for x in r.step_rows["layers"].dropna()}) if "layers" in r.step_rows else []
-    if len(layers) == 1:
-        full = []
-        try:
-            from profkit.models import load_model
-
-            full = [f"{name} has {load_model(name).num_hidden_layers}" for name in sorted(tuned["model"].unique())]
-        except (ImportError, ProfkitError, TypeError, ValueError):
-            pass
-        lines += ["", f"A step here is the {layers[0]} timed decoder layers, not the whole model"
-                  + (f" ({', '.join(full)})" if full else "") + ": if the saving per layer held in every layer, a "
-                  "full model would break even in proportionally fewer steps."]
-    return "\n".join(lines)
-
-
-def _env_table(data: ReportData) -> pd.DataFrame:
-    runs = data.tables.runs
-    cols = [c for c in _ENV if c in runs.columns]
-    rows = []
-    for col in cols:
-        values = sorted({str(v) for v in runs[col].dropna()})
-        rows.append({"field": col, "value": ", ".join(values) if values else "?"})
-    return pd.DataFrame(rows)
-
-
-def _provenance_text(data: ReportData) -> str:
-    lines = [f"{len(data.tables.runs)} runs read from `{data.root}`."]
-    for where, prov in data.provenance.items():
-        env = prov.get("env", {})
-        flags = ", ".join(prov.get("flags", []) or []) or "none"
-        lines.append(f"- `{where}`: started {env.get('started_at', '?')}, flags {flags}, command `{env.get('command', '?')}`")
-    return "\n".join(lines)
-
-
-def _fmt(value) -> str:
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, (float, np.floating)):
-        if math.isinf(value):
-            return "inf"
-        if abs(value) >= 1e7:
-            return f"{value:.3e}"
-        return f"{value:.1f}" if abs(value) >= 1000 else f"{value:.4g}"
-    return str(value)
-
-
-def markdown_table(frame: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table (no tabulate dependency)."""
-    cols = list(frame.columns)
+def markdown_table(table: Table) -> str:
+    """The table's shown rows as GitHub-flavoured Markdown, numbers formatted, with its footer."""
+    shown = _format.display_frame(table.shown())
+    cols = list(shown.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for row in frame.itertuples(index=False):
-        lines.append("| " + " | ".join(_fmt(v).replace("|", "\\|") for v in row) + " |")
-    return "\n".join(lines)
+    for row in shown.itertuples(index=False):
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
+    return "\n".join(lines + ["", table.footer()])
 
 
-def _markdown(data: ReportData, specs, sections, formats) -> str:
-    parts = ["# profkit report", "", f"What FlashInfer's autotuner picked, why, what tuning cost, and whether it paid off. "
-             f"Data: `{data.root}`.", ""]
-    parts += [f"## {sections[0].title}", "", sections[0].text, ""]
-    img = "png" if "png" in formats else formats[0]
-    for spec in specs:
-        parts += [f"## {spec.title}", "", spec.caption, "", f"![{spec.title}]({spec.name}.{img})", ""]
-    for sec in sections[1:]:
-        parts += [f"## {sec.title}", "", sec.text, ""]
-        if sec.table is not None and len(sec.table):
-            parts += [markdown_table(sec.table), ""]
+def markdown_page(data, sections: Sequence[Section], *, img: str = "png") -> str:
+    """index.md: intro, table of contents, then every section with its figures and tables."""
+    parts = ["# profkit report", "", f"{_INTRO} Data: `{data.root}`.", "", "Contents:"]
+    parts += [f"- [{s.title}](#{s.anchor})" for s in sections] + [""]
+    for s in sections:
+        parts += [f"## {s.title}", ""]
+        if s.text:
+            parts += [s.text, ""]
+        for spec in s.figures:
+            parts += [f"<a id='fig-{spec.name}'></a>", f"### {spec.title}", "", spec.caption, "",
+                      f"![{spec.title}]({spec.name}.{img})", ""]
+        for note in s.omitted:
+            parts += [f"*{note}*", ""]
+        for table in s.tables:
+            if table.top:
+                parts += [markdown_table(table), ""]
+            else:
+                parts += [table.footer(), ""]
     return "\n".join(parts)
 
 
-_CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;font-size:12px;margin:.5em 0 1.5em}th,td{border-bottom:1px solid #ddd;padding:2px 8px;
-text-align:right}th{background:#f4f4f4}img{max-width:100%}figcaption{color:#555;font-size:13px}code{font-size:12px}"""
+_CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+table{border-collapse:collapse;font-size:12px;margin:.5em 0 .3em}th,td{border-bottom:1px solid #ddd;padding:2px 8px;
+text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}img{max-width:100%}
+figure{margin:1em 0 2em}figcaption{color:#555;font-size:13px}code{font-size:12px;background:#f6f6f6;padding:0 2px}
+nav{font-size:14px;columns:2}.note{color:#777;font-style:italic}.foot{font-size:12px;color:#555;margin-bottom:1.5em}
+.glance{display:grid;grid-template-columns:repeat(3,1fr);gap:10px;margin:.5em 0 1em}.glance img{border:1px solid #eee}
+.glance a{font-size:12px;color:#333;text-decoration:none}"""
 
 
-def _html(data: ReportData, specs, sections, embedded) -> str:
+def html_page(data, sections: Sequence[Section], pngs: dict) -> str:
+    """index.html: the Markdown page's content, self-contained (figures embedded as PNG)."""
     esc = html.escape
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>profkit report</title>",
              f"<style>{_CSS}</style></head><body><h1>profkit report</h1>",
-             f"<p>What FlashInfer's autotuner picked, why, what tuning cost, and whether it paid off. Data: "
-             f"<code>{esc(str(data.root))}</code>.</p>", f"<h2>{esc(sections[0].title)}</h2>",
-             _md_list_html(sections[0].text)]
-    for spec in specs:
-        parts.append(f"<h2 id='{spec.name}'>{esc(spec.title)}</h2><figure>"
-                     f"<img alt='{esc(spec.title)}' src='data:image/png;base64,{embedded[spec.name]}'>"
-                     f"<figcaption>{esc(spec.caption)}</figcaption></figure>")
-    for sec in sections[1:]:
-        parts.append(f"<h2>{esc(sec.title)}</h2>" + _md_list_html(sec.text))
-        if sec.table is not None and len(sec.table):
-            parts.append(sec.table.to_html(index=False, border=0, na_rep="", float_format=_fmt))
+             f"<p>{esc(_INTRO)} Data: <code>{esc(str(data.root))}</code>.</p>",
+             "<nav>" + _html_text("\n".join(f"- [{s.title}](#{s.anchor})" for s in sections)) + "</nav>"]
+    for i, s in enumerate(sections):
+        parts.append(f"<h2 id='{s.anchor}'>{esc(s.title)}</h2>" + _html_text(s.text))
+        if i == 0:
+            parts.append(_glance_strip(sections, pngs))
+        for spec in s.figures:
+            src = f"data:image/png;base64,{_b64(pngs[spec.name])}" if spec.name in pngs else ""
+            parts.append(f"<figure id='fig-{spec.name}'><h3>{esc(spec.title)}</h3>"
+                         f"<img alt='{esc(spec.title)}' src='{src}'><figcaption>{esc(spec.caption)}</figcaption>"
+                         "</figure>")
+        for note in s.omitted:
+            parts.append(f"<p class='note'>{esc(note)}</p>")
+        for table in s.tables:
+            if table.top:
+                parts.append(_format.display_frame(table.shown()).to_html(index=False, border=0, escape=True))
+            parts.append(f"<p class='foot'>{_inline(esc(table.footer()))}</p>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def _md_list_html(text: str) -> str:
-    esc = html.escape
-    items = [line[2:] for line in text.splitlines() if line.startswith("- ")]
-    rest = [line for line in text.splitlines() if not line.startswith("- ")]
-    out = "".join(f"<p>{esc(line)}</p>" for line in rest if line)
-    if items:
-        out += "<ul>" + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>"
-    return out
+def _glance_strip(sections: Sequence[Section], pngs: dict) -> str:
+    """Thumbnails of the figures the first screen's answers point to, linked to the figures."""
+    wanted = re.findall(r"\(#fig-([\w.-]+)\)", sections[0].text)
+    seen = []
+    for name in wanted:
+        if name in pngs and name not in seen:
+            seen.append(name)
+    if not seen:
+        return ""
+    titles = {f.name: f.title for s in sections for f in s.figures}
+    cells = "".join(f"<a href='#fig-{n}'><img alt='{html.escape(titles.get(n, n))}' "
+                    f"src='data:image/png;base64,{_b64(pngs[n])}'><br>{html.escape(titles.get(n, n))}</a>"
+                    for n in seen[:3])
+    return f"<div class='glance'>{cells}</div>"
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode("ascii")
+
+
+def _inline(escaped: str) -> str:
+    """`code`, **bold** and [text](href) in already escaped text."""
+    escaped = re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+    escaped = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", escaped)
+    return re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r"<a href='\2'>\1</a>", escaped)
+
+
+def _html_text(text: str) -> str:
+    """The small Markdown the sections write: paragraphs and ``- `` lists."""
+    out, items = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("- "):
+            items.append(f"<li>{_inline(html.escape(line[2:]))}</li>")
+            continue
+        if items:
+            out.append("<ul>" + "".join(items) + "</ul>")
+            items = []
+        if line.strip():
+            out.append(f"<p>{_inline(html.escape(line))}</p>")
+    return "".join(out)
