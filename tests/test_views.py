@@ -66,10 +66,13 @@ def test_tactic_map_draws_cells_flags_and_legend():
     assert [p.get_label() for p in flagged] == ["4"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["gemm  b", "gemm  a"]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert legend == ["A: #0", "A: #1", "B: #0", "slower than default (flashinfer#3537)"]
-    assert ax.get_legend().get_title().get_text() == "timed gemm: eager"
-    assert ax.get_xscale() == "log" and ax.get_xlabel() == "bucket (M, tokens)"
-    assert any(t.get_text() == "bs 3" for t in ax.texts)
+    assert legend == ["A", "B", "slower than default (flashinfer#3537)"]  # one entry per runner
+    assert ax.get_legend().get_title().get_text().endswith("\ntimed gemm: eager")
+    # One equal cell per bucket on a categorical axis labelled with M.
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4"] and ax.get_xlabel() == "bucket (M, tokens)"
+    assert {(p.get_x(), p.get_width()) for p in cells} == {(-0.5, 1.0), (0.5, 1.0), (1.5, 1.0)}
+    assert [t.get_text() for t in ax.texts if t.get_text().startswith("bs")] == ["bs 3"]
+    assert ax.lines[0].get_xdata()[0] == 2  # batch 3 runs in bucket 4, the third cell
     save(fig)
 
 
@@ -140,7 +143,11 @@ def test_speedup_info_and_slower_markers():
     faces = slow.get_facecolors()
     assert tuple(faces[0][:3]) == (1.0, 1.0, 1.0) and tuple(faces[1][:3]) != (1.0, 1.0, 1.0)  # hollow = within noise
     texts = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "slower than default (flashinfer#3537)" in texts and "noise band ±2.0% (median)" in texts
+    assert texts == ["noise band ±2.0% (median)", "gemm  N=32 K=64", "slower than default, beyond noise (flashinfer#3537)",
+                     "slower than default, within noise"]
+    # No legend entry for a marker that is not drawn.
+    fig = views.plot_speedup(speedups([(1, "A", "0", 0.010, 0.0099)]))
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][-1] == "slower than default, within noise"
     save(fig)
 
 
@@ -209,11 +216,13 @@ def test_kernel_vs_e2e_bars():
     frame = pd.DataFrame({"kind": ["kernel", "e2e", "e2e"], "metric": ["gemm N=1 K=1", "output_tok_s", "mean_ttft_ms"],
                           "unit": ["ms/layer", "tok/s", "ms"], "baseline": [2.0, 100.0, 10.0],
                           "treatment": [1.0, 116.8, 10.1], "improvement_pct": [100.0, 16.8, -0.99]})
-    fig = views.plot_kernel_vs_e2e(frame, labels={"N=1 K=1": "toy"})
-    ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["kernel gemm toy", "output throughput", "mean TTFT"]
-    assert [round(p.get_width(), 2) for p in ax.patches] == [100.0, 16.8, -0.99]
-    assert ax.texts[1].get_text().startswith("+16.8%")
+    fig = views.plot_kernel_vs_e2e(frame, labels={"N=1 K=1": "toy"}, note="Kernels: H200. Serving: B200.")
+    kernel, serving = fig.axes  # never on one axis
+    assert [t.get_text() for t in kernel.get_yticklabels()] == ["kernel gemm toy"]
+    assert [t.get_text() for t in serving.get_yticklabels()] == ["output throughput", "mean TTFT"]
+    assert [round(p.get_width(), 2) for p in kernel.patches + serving.patches] == [100.0, 16.8, -0.99]
+    assert serving.texts[0].get_text().startswith("+16.8%")
+    assert fig.get_suptitle().endswith("Kernels: H200. Serving: B200.")
     save(fig)
 
 

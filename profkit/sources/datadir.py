@@ -50,6 +50,8 @@ class DataDir:
         cache_winners: winners of each ``cache.json`` written beside a capture, with the
             capture's ``run_id``.
         bench: engine results given with ``bench=`` (``label`` = file name; empty when none).
+        bench_notes: the leading ``#`` comment line of each bench file, by label (where the
+            shipped files say what GPU and model they ran on).
         provenance: provenance.json contents by folder (relative to the root).
         labels: display names per shape label (``"N=6144 K=4096" -> "llama3-8b qkv"``).
         problems: files that could not be read, as ``"<file>: <reason>"``.
@@ -65,6 +67,7 @@ class DataDir:
     model_layers: Mapping[str, int]
     cache_winners: pd.DataFrame
     bench: pd.DataFrame
+    bench_notes: Mapping[str, str]
     provenance: Mapping[str, dict]
     labels: Mapping[str, str]
     problems: tuple[str, ...] = ()
@@ -113,10 +116,11 @@ def read_datadir(path: str | Path, *, bench: Sequence[str | Path] = ()) -> DataD
             provenance[_rel(p.parent, root)] = json.loads(p.read_text())
         except (OSError, ValueError) as exc:
             problems.append(f"{p}: {type(exc).__name__}: {exc}")
-    bench_frame = _bench(bench, problems)
+    bench_frame, bench_notes = _bench(bench, problems)
     data = DataDir(root=root, tables=tables, op_timings=op_timings, step=steps, step_other=others,
                    step_captures=captures, linears=linears, model_layers=layers,
-                   cache_winners=_cache_winners(root, problems), bench=bench_frame, provenance=provenance,
+                   cache_winners=_cache_winners(root, problems), bench=bench_frame, bench_notes=bench_notes,
+                   provenance=provenance,
                    labels=_shape_labels(op_timings, provenance), problems=tuple(problems))
     if problems:
         warnings.warn(f"{root}: {len(problems)} file(s) could not be read and were skipped: {'; '.join(problems)}",
@@ -202,16 +206,24 @@ def _cache_winners(root: Path, problems: list) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _bench(paths: Sequence[str | Path], problems: list) -> pd.DataFrame:
+def _bench(paths: Sequence[str | Path], problems: list) -> tuple[pd.DataFrame, dict]:
     import profkit
 
-    frames = []
+    frames, notes = [], {}
     for b in paths:
         try:
             frames.append(profkit.read_bench(str(b), label=Path(b).stem))  # label = file: a pair stays apart
         except ProfkitError as exc:
             problems.append(f"{b}: {exc}")
-    return pd.concat(frames, ignore_index=True) if frames else schema.empty("bench")
+            continue
+        try:
+            with open(b, encoding="utf-8", errors="replace") as f:
+                first = f.readline(4096).strip()
+        except OSError:
+            first = ""
+        if first.startswith("#"):
+            notes[Path(b).stem] = first.lstrip("# ").strip()
+    return (pd.concat(frames, ignore_index=True) if frames else schema.empty("bench")), notes
 
 
 def _shape_labels(op_timings: pd.DataFrame, provenance: Mapping[str, dict]) -> dict[str, str]:

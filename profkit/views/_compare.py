@@ -148,14 +148,28 @@ def plot_diff(diff: pd.DataFrame, *, labels: Mapping[str, str] | None = None, na
     ax.set_ylabel(f"cost of {names[1]}'s choice\nvs {names[0]}'s (%)")
     changed = int(d["changed"].fillna(False).sum())
     ax.set_title(f"{names[1]} vs {names[0]}: {changed} of {len(d)} decisions changed")
-    handles = [Line2D([], [], marker=m, color=c, linestyle="", label=lab) for lab, (m, c) in
+    present = set(d["change"].astype(str))
+    handles = [Line2D([], [], marker=m, color=c, linestyle="", label=lab) for lab, (change, (m, c)) in
                zip(("same winner", "other tactic", "other runner", f"only in {names[0]}", f"only in {names[1]}"),
-                   _CHANGE_STYLE.values())]
+                   _CHANGE_STYLE.items()) if change in present]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=6.5, borderaxespad=0)
     priced = sorted({p for p in d.get("priced_on", pd.Series(dtype=str)).dropna() if p})
-    shapes = ", ".join(short_label(str(s), labels) for (_, s), _ in groups)
-    add_note(ax, f"shapes: {shapes}; priced on {' / '.join(priced) or 'nothing (no times)'}")
+    by_op: dict[str, list[str]] = {}
+    for (op, shape), _ in groups:
+        by_op.setdefault(str(op), []).append(short_label(str(shape), labels))
+    shapes = "; ".join(f"{op}: {', '.join(s)}" for op, s in by_op.items())
+    runs = ""
+    for side, name in (("run_a", names[0]), ("run_b", names[1])):
+        ids = sorted(d[side].dropna().astype(str).unique()) if side in d.columns else []
+        if ids:
+            runs += f"\n{name}: {_count_ids(ids)}"
+    add_note(ax, f"{shapes}; priced on {' / '.join(priced) or 'nothing (no times)'}{runs}")
     return fig
+
+
+def _count_ids(ids: list[str]) -> str:
+    """'r1, r2' or 'r1, r2 and 6 more runs'."""
+    return ", ".join(ids[:2]) + (f" and {len(ids) - 2} more runs" if len(ids) > 2 else "")
 
 
 @styled

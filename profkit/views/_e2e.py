@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from profkit.analysis._frames import require
+from profkit.views._format import number
 from profkit.views._style import (ACCENT, SLOWER, add_note, empty_axes, figure_and_axes, log2_bucket_axis,
                                   short_label, styled)
 
@@ -45,20 +46,18 @@ def _kernel_e2e_info(frame: pd.DataFrame, *, metrics=None, labels: Mapping[str, 
         if r.kind == "kernel":
             op, _, shape = str(r.metric).partition(" ")
             names.append(f"kernel {op} {short_label(shape, labels)}")
-            values.append(f"{r.treatment:.3g} vs {r.baseline:.3g} ms per layer over the run")
+            values.append(f"{number(r.treatment, digits=3)} vs {number(r.baseline, digits=3)} ms per layer")
         else:
             names.append(_METRIC_NAMES.get(r.metric, r.metric))
-            values.append(f"{r.treatment:.4g} vs {r.baseline:.4g} {r.unit}")
+            values.append(f"{number(r.treatment)} vs {number(r.baseline)} {r.unit}")
         kinds.append(str(r.kind))
         imps.append(float(r.improvement_pct))
     return KernelE2EInfo(names=tuple(names), kinds=tuple(kinds), improvements=tuple(imps), values=tuple(values),
                          note=note)
 
 
-def _draw_kernel_e2e(info: KernelE2EInfo, ax: Axes) -> None:
-    if not info.names:
-        empty_axes(ax, "no kernel or end-to-end rows")
-        return
+def _draw_bars(info: KernelE2EInfo, ax: Axes, *, title: str) -> None:
+    """Horizontal bigger-is-better bars of one kind (kernel or end to end), each labelled with its numbers."""
     pos = np.arange(len(info.names))
     colours = [ACCENT if k == "kernel" else (_BETTER if v >= 0 else SLOWER)
                for k, v in zip(info.kinds, info.improvements)]
@@ -68,20 +67,49 @@ def _draw_kernel_e2e(info: KernelE2EInfo, ax: Axes) -> None:
     for y, v, text in zip(pos, info.improvements, info.values):
         ax.annotate(f"{v:+.1f}%  ({text})", xy=(v, y), xytext=(4 if v >= 0 else -4, 0), textcoords="offset points",
                     ha="left" if v >= 0 else "right", va="center", fontsize=6.5)
-    ax.set_xlim(-span * 1.9 if min(info.improvements) < 0 else -span * 0.1, span * 1.9)
+    ax.set_xlim(-span * 2.4 if min(info.improvements) < 0 else -span * 0.1, span * 2.4)
     ax.set_yticks(pos, info.names)
     ax.invert_yaxis()
-    n_kernel = sum(k == "kernel" for k in info.kinds)
-    if 0 < n_kernel < len(info.kinds):
-        ax.axhline(n_kernel - 0.5, color="#888888", linewidth=0.8, linestyle=":")
     ax.set_xlabel("improvement (%), bigger is better")
     ax.grid(axis="y", visible=False)
-    ax.set_title("Kernel speedup (weighted by the buckets served) beside end-to-end deltas")
-    ax.legend(handles=[Line2D([], [], color=ACCENT, linewidth=6, label="kernel (tuned vs default)"),
-                       Line2D([], [], color=_BETTER, linewidth=6, label="end to end, better"),
-                       Line2D([], [], color=SLOWER, linewidth=6, label="end to end, worse")],
-              loc="lower right", fontsize=6.5)
-    add_note(ax, info.note)
+    ax.set_title(title)
+
+
+def _part(info: KernelE2EInfo, kind: str) -> KernelE2EInfo:
+    keep = [i for i, k in enumerate(info.kinds) if (k == "kernel") == (kind == "kernel")]
+    pick = lambda values: tuple(values[i] for i in keep)  # noqa: E731
+    return KernelE2EInfo(names=pick(info.names), kinds=pick(info.kinds), improvements=pick(info.improvements),
+                         values=pick(info.values), note=info.note)
+
+
+def _draw_kernel_e2e(info: KernelE2EInfo, ax: Axes) -> None:
+    """Kernel rows and end-to-end rows in two panels (never on one axis), the caveat above both."""
+    if not info.names:
+        empty_axes(ax, "no kernel or end-to-end rows")
+        return
+    parts = [(kind, _part(info, kind)) for kind in ("kernel", "e2e")]
+    parts = [(kind, part) for kind, part in parts if part.names]
+    titles = {"kernel": "Kernels: tuned vs default (weighted by the buckets served)",
+              "e2e": "Serving: autotune on vs off"}
+    if len(parts) == 1:
+        _draw_bars(parts[0][1], ax, title=titles[parts[0][0]])
+        add_note(ax, info.note)
+        return
+    if ax.figure.axes == [ax] and not ax.has_data():
+        # A figure of our own: two panels side by side, the caveat as the figure's title.
+        fig = ax.figure
+        ax.remove()
+        panels = fig.subplots(1, 2)
+        fig.suptitle("Different sources, read side by side, not as cause and effect. " + info.note,
+                           fontsize=8, color=SLOWER, wrap=True)
+    else:
+        # A given Axes: the two panels share its place in the grid.
+        grid = ax.get_subplotspec().subgridspec(1, 2, wspace=0.6)
+        ax.set_subplotspec(grid[0])
+        panels = (ax, ax.figure.add_subplot(grid[1]))
+        add_note(ax, "Different sources, not cause and effect. " + info.note)
+    for (kind, part), panel in zip(parts, panels):
+        _draw_bars(part, panel, title=titles[kind])
 
 
 @styled
@@ -90,10 +118,13 @@ def plot_kernel_vs_e2e(frame: pd.DataFrame, *, metrics=("output_tok_s", "mean_tt
                        labels: Mapping[str, str] | None = None, note: str = "", ax: Axes | None = None) -> Figure:
     """Plot weighted kernel speedups beside the end-to-end deltas of a serving pair.
 
-    One horizontal bar per row, all as bigger-is-better percent: blue bars are kernels
-    (default vs tuned milliseconds per layer, weighted by the decode and prefill buckets the
-    run hits), green/red bars end-to-end metrics that improved/worsened. Each bar is labelled
-    with its value and the two raw numbers.
+    One horizontal bar per row, all as bigger-is-better percent, in two panels that never share
+    an axis: kernels on the left (blue: default vs tuned milliseconds per layer, weighted by the
+    decode and prefill buckets the run hits), the serving pair on the right (green/red: metrics
+    that improved/worsened). Kernels and serving usually come from different GPUs or ops (the
+    shipped case: H200 GEMMs beside B200 MoE serving); ``note`` states that above the panels.
+    Each bar is labelled with its value and the two raw numbers. With ``ax`` given, the two
+    panels share that Axes' place in its grid.
 
     Args:
         frame: output of :func:`profkit.analysis.kernel_vs_e2e` (or :func:`~profkit.analysis.e2e_delta`).
@@ -107,7 +138,8 @@ def plot_kernel_vs_e2e(frame: pd.DataFrame, *, metrics=("output_tok_s", "mean_tt
     """
     require(frame, ("kind", "metric", "baseline", "treatment", "improvement_pct", "unit"), "kernel_vs_e2e")
     info = _kernel_e2e_info(frame, metrics=metrics, labels=labels, note=note)
-    fig, ax = figure_and_axes(ax, figsize=(8.5, 1.3 + 0.3 * max(len(info.names), 1)))
+    rows = max(sum(k == "kernel" for k in info.kinds), sum(k != "kernel" for k in info.kinds), 1)
+    fig, ax = figure_and_axes(ax, figsize=(12.0, 1.8 + 0.3 * rows))
     _draw_kernel_e2e(info, ax)
     return fig
 

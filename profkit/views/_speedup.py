@@ -91,10 +91,14 @@ def _draw_speedup(info: SpeedupInfo, ax: Axes) -> None:
     if info.batch_sizes:
         mark_batch_sizes(ax, info.batch_sizes)
     handles, names = ax.get_legend_handles_labels()
-    if any(any(s.slower) for s in info.series):
-        handles += [Line2D([], [], marker="v", linestyle="", markerfacecolor=SLOWER, markeredgecolor=SLOWER),
-                    Line2D([], [], marker="v", linestyle="", markerfacecolor="white", markeredgecolor=SLOWER)]
-        names += ["slower than default (flashinfer#3537)", "slower, but within noise"]
+    # A legend entry only for a marker that is drawn.
+    flags = [(n, sl) for s in info.series for sl, n in zip(s.slower, s.within_noise)]
+    if any(sl and not n for n, sl in flags):
+        handles.append(Line2D([], [], marker="v", linestyle="", markerfacecolor=SLOWER, markeredgecolor=SLOWER))
+        names.append("slower than default, beyond noise (flashinfer#3537)")
+    if any(sl and n for n, sl in flags):
+        handles.append(Line2D([], [], marker="v", linestyle="", markerfacecolor="white", markeredgecolor=SLOWER))
+        names.append("slower than default, within noise")
     ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=6.5, borderaxespad=0)
     add_note(ax, ("timed " + info.timing) if info.timing else "")
 

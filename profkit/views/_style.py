@@ -28,10 +28,20 @@ PHASES = {"measure_s": "#1f77b4", "prep_s": "#ff7f0e", "jit_s": "#9467bd", "othe
 PHASE_LABELS = {"measure_s": "measure (candidates timed)", "prep_s": "runner prep (cuDNN plans)",
                 "jit_s": "JIT builds", "other_s": "other (inputs, bookkeeping)"}
 
-# Runner families get a hue; tactics within a family get shades of it.
-_FAMILIES = (("Cublaslt", "Blues"), ("Cublas", "Blues"), ("Cudnn", "Oranges"), ("TinyGemm", "Greens"),
-             ("Cutlass", "Purples"), ("Trtllm", "Reds"))
+# One colour family per runner, in every figure: cuBLAS / cuBLASLt / cuDNN / TinyGEMM, and the fp8
+# and bf16 runners of one library apart. Tactics of a runner are shades of its family.
+_FAMILIES = (("CublasltBf16", "Purples"), ("Cublaslt", "Purples"), ("CublasFp8", "Blues"), ("Cublas", "Blues"),
+             ("CudnnBf16", "RdPu"), ("CudnnFp8", "Oranges"), ("Cudnn", "Oranges"), ("TinyGemm", "Greens"),
+             ("Cutlass", "YlOrBr"), ("Trtllm", "BuGn"))
 _OTHER = "Greys"
+# Display names of the shipped runners (legends); others print as their class name.
+RUNNER_NAMES = {"CublasFp8GemmRunner": "cuBLAS fp8", "CudnnFp8GemmRunner": "cuDNN fp8",
+                "CublasltBf16GemmRunner": "cuBLASLt bf16", "CudnnBf16GemmRunner": "cuDNN bf16",
+                "TinyGemmBf16GemmRunner": "TinyGEMM bf16"}
+
+
+def _family(runner: str) -> str:
+    return next((c for prefix, c in _FAMILIES if str(runner).startswith(prefix)), _OTHER)
 
 
 def styled(fn: Callable) -> Callable:
@@ -52,25 +62,17 @@ def figure_and_axes(ax: Axes | None, *, figsize=(7.0, 3.6)) -> tuple[Figure, Axe
 
 
 def runner_colours(labels: Iterable[tuple[str, str]]) -> dict[tuple[str, str], tuple]:
-    """A colour per (runner, tactic): a hue per runner family, shades per tactic, stable order."""
+    """A colour per (runner, tactic): the runner's family (:func:`runner_colour`), a shade per tactic."""
     labels = sorted(set(labels), key=lambda rt: (rt[0], _tactic_order(rt[1])))
     by_runner: dict[str, list[str]] = {}
     for runner, tactic in labels:
         by_runner.setdefault(runner, []).append(tactic)
-    used_maps: dict[str, int] = {}
     out = {}
     for runner, tactics in by_runner.items():
-        cmap_name = next((c for prefix, c in _FAMILIES if runner.startswith(prefix)), _OTHER)
-        # Two runner classes of one family (cuBLAS fp8 and cuBLASLt bf16 are different ops) share
-        # a hue; a second runner of the same map starts darker so both stay apart.
-        offset = used_maps.get(cmap_name, 0)
-        used_maps[cmap_name] = offset + 1
-        cmap = mpl.colormaps[cmap_name]
+        cmap = mpl.colormaps[_family(runner)]
         n = len(tactics)
         for i, tactic in enumerate(tactics):
-            level = 0.35 + 0.55 * (i / max(n - 1, 1)) if n > 1 else 0.6
-            level = min(0.95, level + 0.08 * offset)
-            out[(runner, tactic)] = cmap(level)
+            out[(runner, tactic)] = cmap(0.3 + 0.5 * i / (n - 1) if n > 1 else 0.6)
     return out
 
 
@@ -82,9 +84,13 @@ def _tactic_order(tactic: str):
 
 
 def runner_colour(runner: str) -> tuple:
-    """One colour per runner family (for scatter points)."""
-    cmap_name = next((c for prefix, c in _FAMILIES if str(runner).startswith(prefix)), _OTHER)
-    return mpl.colormaps[cmap_name](0.7)
+    """The runner's one colour (points, legends): the middle of its family."""
+    return mpl.colormaps[_family(runner)](0.65)
+
+
+def runner_name(runner: str) -> str:
+    """'cuBLAS fp8' for CublasFp8GemmRunner; other runners by class name."""
+    return RUNNER_NAMES.get(str(runner), str(runner))
 
 
 def log2_bucket_axis(ax: Axes, buckets: Iterable[int], *, axis: str = "x", label: str = "bucket (M, tokens)",
@@ -109,6 +115,21 @@ def log2_bucket_axis(ax: Axes, buckets: Iterable[int], *, axis: str = "x", label
 
 def _is_power_of_two(v: int) -> bool:
     return v > 0 and (v & (v - 1)) == 0
+
+
+def categorical_bucket_axis(ax: Axes, buckets: Iterable[int], *, label: str = "bucket (M, tokens)") -> dict[int, int]:
+    """One equal cell per bucket on x, labelled with its M; returns the position of each bucket."""
+    values = sorted({int(b) for b in buckets})
+    ax.set_xticks(range(len(values)), [str(v) for v in values], rotation=90 if len(values) > 24 else 0)
+    ax.set_xlim(-0.5, len(values) - 0.5)
+    ax.set_xlabel(label)
+    ax.minorticks_off()
+    return {b: i for i, b in enumerate(values)}
+
+
+def bucket_of(m: int, buckets: Iterable[int]) -> int | None:
+    """The bucket FlashInfer's GEMMs run M in: the smallest bucket >= M (None above the largest)."""
+    return next((b for b in sorted(buckets) if b >= m), None)
 
 
 def bucket_edges(buckets: Iterable[int]) -> list[tuple[float, float]]:

@@ -1,9 +1,8 @@
-"""Tactic-choice map: the winning runner:tactic of every op x bucket, on a log2 bucket axis."""
+"""Tactic-choice map: the winning runner and tactic of every op x bucket, one equal cell per bucket."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
 from typing import Iterable, Mapping
 
@@ -12,11 +11,13 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.transforms import ScaledTranslation
 
 from profkit.analysis import decode_tactic, shapes_of
 from profkit.analysis._frames import require
-from profkit.views._style import (SLOWER, add_note, bucket_edges, empty_axes, figure_and_axes, log2_bucket_axis,
-                                  mark_batch_sizes, runner_colours, short_label, styled, timing_note, timings_of)
+from profkit.views._style import (SLOWER, add_note, bucket_of, categorical_bucket_axis, empty_axes, figure_and_axes,
+                                  runner_colour, runner_colours, runner_name, short_label, styled, timing_note,
+                                  timings_of)
 
 _ABBR = {"KERNEL_CFG": "c", "SPLIT_K_SLC": "s", "STAGES": "st", "TILEK": "tk", "SWIZZLE": "sw"}
 
@@ -90,45 +91,50 @@ def _tactic_map_info(winners: pd.DataFrame, *, op: str | None = None, labels: Ma
 
 
 def _draw_tactic_map(info: TacticMapInfo, ax: Axes, *, legend: bool = True) -> None:
-    """Draw the map: one row per op/shape, one cell per bucket spanning (previous bucket, bucket]."""
+    """Draw the map: one row per op/shape, one equal cell per bucket (categorical axis)."""
     if not info.rows:
         empty_axes(ax, "no winners to map")
         return
     colours = runner_colours(pair for row in info.winners for pair in row)
     n = len(info.rows)
-    all_buckets = sorted({b for row in info.buckets for b in row})
+    pos = categorical_bucket_axis(ax, (b for row in info.buckets for b in row))
     for i, (buckets, picks, texts, slow) in enumerate(zip(info.buckets, info.winners, info.cell_text,
                                                         info.slower_than_default)):
         y = n - 1 - i
-        for (left, right), pick, text, bucket in zip(bucket_edges(buckets), picks, texts, buckets):
+        for pick, text, bucket in zip(picks, texts, buckets):
             flagged = bucket in slow
-            ax.add_patch(Rectangle((left, y - 0.42), right - left, 0.84, facecolor=colours[pick],
-                                   edgecolor=SLOWER if flagged else "white", linewidth=1.6 if flagged else 0.6,
+            x = pos[bucket]
+            ax.add_patch(Rectangle((x - 0.5, y - 0.45), 1.0, 0.9, facecolor=colours[pick],
+                                   edgecolor=SLOWER if flagged else "white", linewidth=1.4 if flagged else 0.8,
                                    hatch="////" if flagged else None, label=f"{bucket}"))
-            if math.log2(right / left) >= 0.55:
-                ax.text(math.sqrt(left * right), y, text, ha="center", va="center", fontsize=5.5,
-                        color=_ink(colours[pick]), clip_on=True)
-    ax.set_xlim(min(all_buckets) / 2, max(all_buckets) * 1.02)
+            ax.text(x, y, text, ha="center", va="center", fontsize=5.5 if len(text) < 7 else 4.6,
+                    color=_ink(colours[pick]), clip_on=True)
     ax.set_ylim(-0.6, n - 0.4)
-    log2_bucket_axis(ax, all_buckets)
     ax.set_yticks(range(n), list(reversed(info.rows)))
     ax.grid(False)
-    ax.set_title("Which runner:tactic won each bucket")
-    if info.batch_sizes:
-        mark_batch_sizes(ax, info.batch_sizes)
-    if legend:
-        text_of = {p: t for row, texts in zip(info.winners, info.cell_text) for p, t in zip(row, texts)}
-        handles = [Patch(facecolor=colours[p], label=f"{p[0]}: {text_of[p]}") for p in colours]
-        if any(info.slower_than_default):
-            handles.append(Patch(facecolor="white", edgecolor=SLOWER, hatch="////",
-                                 label="slower than default (flashinfer#3537)"))
-        # The timing note is the legend's title: a note under the axes would collide with it.
-        leg = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=4, fontsize=6,
-                        handlelength=1.2, borderaxespad=0, columnspacing=1.0,
-                        title=("timed " + info.timing) if info.timing else None, title_fontsize=6.5)
-        leg._legend_box.align = "left"
-    else:
-        add_note(ax, ("timed " + info.timing) if info.timing else "")
+    ax.set_title("Which runner and tactic won each bucket")
+    for bs in info.batch_sizes:
+        b = bucket_of(bs, pos)
+        if b is not None:
+            ax.axvline(pos[b], color="#333333", linestyle="--", linewidth=0.9, zorder=5)
+            ax.annotate(f"bs {bs}", xy=(pos[b], 1.0), xycoords=("data", "axes fraction"), xytext=(0, 2),
+                        textcoords="offset points", fontsize=6.5, ha="center", va="bottom")
+    note = ("timed " + info.timing) if info.timing else ""
+    if not legend:
+        add_note(ax, note)
+        return
+    runners = sorted({p[0] for p in colours})
+    handles = [Patch(facecolor=runner_colour(r), label=runner_name(r)) for r in runners]
+    if any(info.slower_than_default):
+        handles.append(Patch(facecolor="white", edgecolor=SLOWER, hatch="////",
+                             label="slower than default (flashinfer#3537)"))
+    # Anchored a fixed distance under the tick labels, so no gap grows with the figure's height.
+    below = ax.transAxes + ScaledTranslation(0, -34 / 72, ax.figure.dpi_scale_trans)
+    leg = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, 0.0), bbox_transform=below,
+                    ncol=len(handles), fontsize=7, handlelength=1.2, borderaxespad=0, columnspacing=1.2,
+                    title=("colour = runner; shade and cell text = tactic ('#3' heuristic index, 'e0/c12' cuDNN "
+                           "engine 0, KERNEL_CFG 12)" + (f"\n{note}" if note else "")), title_fontsize=6.5)
+    leg._legend_box.align = "left"
 
 
 def _ink(rgba) -> str:
@@ -141,12 +147,13 @@ def plot_tactic_map(winners: pd.DataFrame, *, op: str | None = None, labels: Map
                     batch_sizes: Iterable[int] = (), legend: bool = True, ax: Axes | None = None) -> Figure:
     """Plot the winning runner:tactic of every op x bucket.
 
-    Each row is one op and problem shape; each cell one bucket, spanning from the bucket below
-    to its own value on a log2 M axis (FlashInfer's GEMM ops round M up to the next bucket). The
-    colour is the (runner, tactic): a hue per runner family, shades per tactic; wide cells print
-    the tactic ('#3' = heuristic index, 'e7/s2/c21' = cuDNN engine 7, SPLIT_K_SLC 2, KERNEL_CFG
-    21). Red hatched cells measured slower than the default. Dashed lines mark engine batch
-    sizes.
+    Each row is one op and problem shape; each bucket one equal cell on a categorical axis
+    labelled with its M (FlashInfer's GEMM ops round M up to the next bucket), so the wide
+    buckets from 768 up read as well as the powers of two. The colour family is the runner
+    (one per runner in every profkit figure; fp8 and bf16 runners apart), the shade and the
+    cell text the tactic ('#3' = heuristic index, 'e7/s2/c21' = cuDNN engine 7, SPLIT_K_SLC 2,
+    KERNEL_CFG 21). Red hatched cells measured slower than the default. Dashed lines mark the
+    bucket of each engine batch size.
 
     Args:
         winners: output of :func:`profkit.analysis.winners` or
@@ -156,7 +163,7 @@ def plot_tactic_map(winners: pd.DataFrame, *, op: str | None = None, labels: Map
         op: draw only this op.
         labels: display names per shape label, e.g. ``{"N=6144 K=4096": "llama3-8b qkv"}``.
         batch_sizes: engine batch sizes (tokens per call) to mark.
-        legend: draw the legend outside the right edge.
+        legend: draw the runner legend under the axes.
         ax: draw into this Axes instead of a new figure.
 
     Returns:
@@ -167,7 +174,6 @@ def plot_tactic_map(winners: pd.DataFrame, *, op: str | None = None, labels: Map
     if info.dropped_runs:
         warnings.warn(f"{info.dropped_runs} further run(s) of the same op and shape were not drawn: the map "
                       "shows the first run_id of each; compare runs with plot_winner_flips", stacklevel=3)
-    n_legend = len({p for row in info.winners for p in row}) + 1 if legend else 0
-    fig, ax = figure_and_axes(ax, figsize=(10.0, 1.6 + 0.34 * max(len(info.rows), 1) + 0.14 * (n_legend // 4 + 1)))
+    fig, ax = figure_and_axes(ax, figsize=(10.0, 1.5 + 0.3 * max(len(info.rows), 1) + (0.5 if legend else 0)))
     _draw_tactic_map(info, ax, legend=legend)
     return fig

@@ -322,7 +322,7 @@ def speedup_section(ctx: ReportContext) -> Section | None:
     fig = FigureSpec("speedup", "Speedup of the winner over the default",
                      "default_ms / time_ms per bucket by the tuner's own timer, one panel per op and one line per "
                      "shape, with the noise band; triangles mark winners that timed slower than the default.",
-                     lambda: _per_op(r.speedups, lambda f, ax: plot_speedup(f, labels=ctx.labels, ax=ax)))
+                     lambda: _small_multiples(r.speedups, lambda f, ax: plot_speedup(f, ax=ax), labels=ctx.labels))
     slow = r.speedups[r.speedups["slower_than_default"].fillna(False).to_numpy(dtype=bool)]
     tables = ()
     if len(slow):
@@ -349,7 +349,8 @@ def tuning_section(ctx: ReportContext) -> Section | None:
         figures.append(FigureSpec("tuning_value", "What tuning time bought",
                                   "Per op, one small panel per shape: cumulative tuning seconds against the "
                                   "microseconds one call per bucket saves, bucket by bucket.",
-                                  lambda: plot_tuning_value(r.value, labels=ctx.labels)))
+                                  lambda: _small_multiples(r.value, lambda f, ax: plot_tuning_value(f, ax=ax),
+                                                           labels=ctx.labels)))
     else:
         omitted.append("What tuning time bought: not drawn: no bucket has both a tuning time and a speedup.")
     tables = ()
@@ -545,9 +546,18 @@ def _env_table(data) -> pd.DataFrame:
 
 
 def _e2e_note(ctx: ReportContext) -> str:
-    kernel_gpu = ", ".join(sorted(ctx.data.tables.runs["gpu"].dropna().unique()))
-    models = ", ".join(sorted(ctx.data.bench["model"].dropna().astype(str).unique())) if len(ctx.data.bench) else ""
-    return f"kernels captured on {kernel_gpu or '?'}; serving runs: {models or '?'} (GPU as the bench files say)"
+    """Where the kernels and the serving pair come from, in the data's own words."""
+    runs, bench = ctx.data.tables.runs, ctx.data.bench
+    gpus = ", ".join(sorted(runs["gpu"].dropna().astype(str).unique())) or "an unrecorded GPU"
+    ops = ", ".join(sorted(ctx.results.speedups["op"].dropna().unique()))
+    models = ", ".join(sorted(bench["model"].dropna().astype(str).unique())) or "an unnamed model"
+    serving_gpus = ", ".join(sorted(bench["gpu"].dropna().astype(str).unique())) if "gpu" in bench else ""
+    # The shipped files open with "# source: <url> (B200, gpt-oss-120b; 'PR: ...')": keep the shared part.
+    said = "; ".join(dict.fromkeys(re.split(r"[;)]", n.partition("(")[2])[0].strip()
+                                   for n in ctx.data.bench_notes.values() if "(" in n))
+    where = (f"on {serving_gpus}" if serving_gpus else f"(the bench files say: {said})" if said
+             else "(GPU not recorded in the bench files)")
+    return f"Kernels: {ops} captured on {gpus}. Serving: {models} {where}."
 
 
 @_style.styled
@@ -558,6 +568,56 @@ def _per_op(frame: pd.DataFrame, draw: Callable) -> Figure:
     axes = fig.subplots(len(ops), 1, squeeze=False)[:, 0]
     for op, ax in zip(ops, axes):
         draw(_only(frame, "op", op) if op else frame, ax)
+    return fig
+
+
+@_style.styled
+def _small_multiples(frame: pd.DataFrame, draw: Callable, *, labels, ncols: int = 5) -> Figure:
+    """Per op, a block of small panels, one per shape (shared axes); the op and its timing head the block.
+
+    Each panel is drawn by ``draw(rows_of_one_shape, ax)`` (a ``plot_*`` with ``ax=``); panel titles,
+    legends and notes are then folded into one title per panel and one legend per figure.
+    """
+    ops = sorted(frame["op"].dropna().unique())
+    shapes = {op: sorted(_only(frame, "op", op)["shape"].dropna().unique()) for op in ops}
+    rows = {op: -(-len(shapes[op]) // ncols) for op in ops}
+    fig = Figure(figsize=(12.0, sum(2.0 * n + 0.5 for n in rows.values()) + 0.5), layout="constrained")
+    subfigs = fig.subfigures(len(ops), 1, squeeze=False, height_ratios=[2.0 * rows[op] + 0.5 for op in ops])[:, 0]
+    legend: dict[str, object] = {}
+    for op, sub in zip(ops, subfigs):
+        mine = _only(frame, "op", op)
+        timing = _style.timing_note(_style.timings_of(mine))
+        sub.suptitle(f"{op}" + (f"   (timed {timing.partition(': ')[2]})" if timing else ""), fontsize=10,
+                     fontweight="bold", x=0.01, ha="left")
+        axes = sub.subplots(rows[op], ncols, sharex=True, sharey=True, squeeze=False)
+        names = None
+        for i, ax in enumerate(axes.flat):
+            if i >= len(shapes[op]):
+                ax.set_visible(False)
+                continue
+            shape = shapes[op][i]
+            draw(_only(mine, "shape", shape), ax)
+            names = names or (ax.get_xlabel(), ax.get_ylabel().replace("\n", " "))
+            if ax.get_legend() is not None:
+                for handle, text in zip(ax.get_legend().legend_handles, ax.get_legend().get_texts()):
+                    name = re.sub(r"noise band ±[\d.]+% \(median\)", "noise band (each shape's median)",
+                                  text.get_text())
+                    if not name.startswith(f"{op}  "):
+                        legend.setdefault(name, handle)
+                ax.get_legend().remove()
+            for text in list(ax.texts):
+                text.remove()
+            ax.set_title(labels.get(shape, shape), fontsize=8, fontweight="normal")
+            if ax.get_xscale() == "log":
+                ax.set_xticks([1, 16, 256, 4096], ["1", "16", "256", "4096"])
+            ax.label_outer()
+        sub.supxlabel(names[0], fontsize=8)
+        sub.supylabel(names[1], fontsize=8)
+        for ax in axes.flat:
+            ax.set_xlabel("")
+            ax.set_ylabel("")
+    if legend:
+        fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=len(legend), fontsize=7)
     return fig
 
 
