@@ -82,7 +82,7 @@ def _make_explorer(widgets):
             self.bucket = widgets.SelectionSlider(options=[0], description="bucket", continuous_update=False,
                                                   style=style, layout=widgets.Layout(width="420px"))
             self.image = widgets.Image(format="png", layout=widgets.Layout(width="100%"))
-            self.card = widgets.HTML(layout=widgets.Layout(width="60%", overflow="auto"))
+            self.card = widgets.HTML(layout=widgets.Layout(width="60%"))
             self.table = widgets.HTML(layout=widgets.Layout(width="40%"))
             self.status = widgets.HTML()
             controls = widgets.HBox([self.op, self.shape, self.run, self.runner])
@@ -163,7 +163,9 @@ def _make_explorer(widgets):
                 card = analysis.winner_card(self.candidates, op=op, bucket=bucket, shape=shape, run_id=run,
                                             k=self.k, tuning=self.tables.tuning, runs=self.tables.runs,
                                             noise=self.noise)
-                self.card.value = ("<pre style='font-size:11px;line-height:1.25;white-space:pre;overflow-x:auto'>"
+                # Wrap long lines (profiles, WARNINGs) instead of scrolling sideways.
+                self.card.value = ("<pre style='font-size:11px;line-height:1.25;white-space:pre-wrap;"
+                                   "overflow-wrap:anywhere'>"
                                    f"{html.escape(repr(card))}</pre>")
             except ProfkitError as exc:
                 self.card.value = ""

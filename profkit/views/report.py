@@ -805,11 +805,10 @@ def html_page(data, sections: Sequence[Section], pngs: dict) -> str:
 
 def _glance_strip(sections: Sequence[Section], pngs: dict) -> str:
     """Thumbnails of the figures the first screen's answers point to, linked to the figures."""
-    wanted = re.findall(r"\(#fig-([\w.-]+)\)", sections[0].text)
-    seen = []
-    for name in wanted:
-        if name in pngs and name not in seen:
-            seen.append(name)
+    # The first figure each answer points to ("**question** (figure: [..](#fig-name), ...)").
+    wanted = [m.group(1) for line in sections[0].text.splitlines() if line.startswith("**")
+              for m in [re.search(r"\(#fig-([\w.-]+)\)", line)] if m]
+    seen = [name for name in dict.fromkeys(wanted) if name in pngs]
     if not seen:
         return ""
     titles = {f.name: f.title for s in sections for f in s.figures}
