@@ -209,13 +209,26 @@ def frame(table: str, rows: Iterable[Mapping]) -> pd.DataFrame:
 
 
 def conform(df: pd.DataFrame, table: str) -> pd.DataFrame:
-    """Return ``df`` with required columns first, in the table's dtypes (extra columns kept)."""
+    """Return ``df`` with required columns first, in the table's dtypes (extra columns kept).
+
+    Columns already in their dtype are shared with ``df``, not copied.
+    """
     validate(df, table)
-    out = df.copy()
-    for name, dtype, _ in _spec(table):
-        out[name] = _as_dtype(out[name], dtype, table)
-    extra = [c for c in out.columns if c not in columns(table)]
-    return out[list(columns(table)) + extra].reset_index(drop=True)
+    required = columns(table)
+    out = df[list(required) + [c for c in df.columns if c not in required]]
+    converted = {name: as_dtype(out[name], dtype, table) for name, dtype, _ in _spec(table)
+                 if str(out[name].dtype) != dtype}
+    return (out.assign(**converted) if converted else out).reset_index(drop=True)
+
+
+def conform_columns(frame: pd.DataFrame, dtypes: dict[str, str], table: str = "") -> pd.DataFrame:
+    """``frame`` with exactly the columns of ``dtypes``, in order and dtype (missing ones empty).
+
+    Columns already in their dtype are shared with ``frame``, not copied.
+    """
+    out = {name: as_dtype(frame[name], dtype, table) if name in frame.columns
+           else pd.Series(None, index=frame.index, dtype=dtype) for name, dtype in dtypes.items()}
+    return pd.DataFrame(out, index=frame.index, copy=False).reset_index(drop=True)
 
 
 def validate(df: pd.DataFrame, table: str) -> None:
@@ -232,11 +245,21 @@ def _spec(table: str):
         raise ProfkitError(f"unknown table {table!r}; profkit's tables are {', '.join(_COLUMNS)}") from None
 
 
-def _as_dtype(series: pd.Series, dtype: str, table: str) -> pd.Series:
+def as_dtype(series: pd.Series, dtype: str, table: str = "") -> pd.Series:
+    """``series`` in ``dtype``: the one conversion every profkit frame goes through.
+
+    Returned as is when it already has the dtype. Missing values stay missing (a float NaN
+    becomes ``<NA>`` in a string column, never the text "nan").
+
+    Raises:
+        SchemaError: naming the column, when its values do not fit ``dtype``.
+    """
     if str(series.dtype) == dtype:
         return series
     try:
         if dtype == "string":
+            if series.dtype == object or isinstance(series.dtype, pd.StringDtype):
+                return series.astype("string")  # one pass: None and NaN become <NA>
             return series.astype("object").where(series.notna(), None).astype("string")
         if dtype == "float64":
             return pd.to_numeric(series, errors="raise").astype("float64")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import random
 import re
 import shutil
@@ -41,7 +42,7 @@ def shipped() -> Iterator[tuple[str, Callable[[], object]]]:
     """(name, what to pass to read_log) of every log file in data/ and tests/data/."""
     for base in (ROOT / "data", ROOT / "tests" / "data"):
         for path in sorted({*base.rglob("*.log"), *base.rglob("*.log.gz")}):
-            yield str(path.relative_to(ROOT)), lambda path=path: path
+            yield str(path.relative_to(ROOT)), lambda path=path: path.relative_to(ROOT)  # runs.path as given
 
 
 def damaged(tmp: Path) -> Iterator[tuple[str, Callable[[], object]]]:
@@ -87,7 +88,7 @@ def damaged(tmp: Path) -> Iterator[tuple[str, Callable[[], object]]]:
         return path
     yield "cut gzip", cut_gzip
     yield "excerpt as text", lambda: excerpt.decode()
-    yield "list of two", lambda: [RANKS / "rank0.log", RANKS / "rank1.log"]
+    yield "list of two", lambda: [(RANKS / f"rank{r}.log").relative_to(ROOT) for r in (0, 1)]
 
 
 def big(tmp: Path, lines: int) -> Iterator[tuple[str, Callable[[], object]]]:
@@ -114,7 +115,9 @@ def tables_of(arg) -> dict[str, pd.DataFrame] | str:
         log = profkit.read_log(arg)
     except Exception as exc:  # noqa: BLE001 - the baseline records what the reader raised, whatever it was
         return re.sub(r"/tmp/[^/]+/", "<tmp>/", f"{type(exc).__name__}: {exc}")  # temporary folders differ
-    return {name: getattr(log, name) for name in TABLES}
+    found = {name: getattr(log, name) for name in TABLES}
+    found["runs"] = found["runs"].assign(path=found["runs"]["path"].str.replace(r"^/tmp/[^/]+/", "<tmp>/", regex=True))
+    return found
 
 
 def write(result, where: Path) -> None:
@@ -154,6 +157,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/pk/log_baseline"))
     parser.add_argument("--lines", type=int, default=1_000_000)
     args = parser.parse_args()
+    os.chdir(ROOT)  # inputs are given relative to the repository, so runs.path is the same in any checkout
     if args.mode == "save":
         shutil.rmtree(args.out, ignore_errors=True)
     failed = 0
@@ -165,7 +169,8 @@ def main() -> int:
                 continue
             now = Path(tmp) / "now" / str(count)
             write(result, now)
-            found = differences(folder(args.out, name), now)
+            saved = folder(args.out, name)
+            found = differences(saved, now) if saved.exists() else ["no baseline saved for this input"]
             failed += bool(found)
             print(f"{'DIFFERS' if found else 'same   '} {name}")
             for line in found:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from profkit.errors import ProfkitError, SchemaError
+from profkit.schema import conform_columns as conform  # noqa: F401 - the analysis modules' name for it
 
 # One tuning decision: what FlashInfer argmins over.
 DECISION = ["run_id", "rank", "call", "op", "profile"]
@@ -31,22 +32,6 @@ def require(frame: pd.DataFrame, columns: Iterable[str], table: str) -> None:
 def empty(columns: dict[str, str]) -> pd.DataFrame:
     """An empty frame with ``columns`` ({name: dtype})."""
     return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})
-
-
-def conform(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
-    """``frame`` with exactly ``columns``, in order and dtype (missing ones become NA)."""
-    out = {}
-    for name, dtype in columns.items():
-        series = frame[name] if name in frame.columns else pd.Series([None] * len(frame), index=frame.index)
-        if str(series.dtype) != dtype:
-            if dtype == "string":
-                series = series.astype("object").where(series.notna(), None).astype("string")
-            elif dtype == "boolean":
-                series = series.astype("boolean")
-            else:
-                series = series.astype(dtype)
-        out[name] = series
-    return pd.DataFrame(out).reset_index(drop=True)
 
 
 def flashinfer_rows(candidates: pd.DataFrame) -> pd.DataFrame:

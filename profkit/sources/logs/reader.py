@@ -1,0 +1,536 @@
+"""The log reader's state machine: one input's records, in order, into runs, calls, groups and rows.
+
+:class:`Reader` takes whole physical lines (:meth:`Reader.line`) and blocks of plain candidate
+lines that the bulk path (bulk.py) parsed a chunk at a time (:meth:`Reader.candidate_block`).
+A block's effect is the same as feeding its lines one by one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+
+from profkit.errors import ParseError
+from profkit.sources.inputs import as_int
+from profkit.sources.logs import grammar as g
+from profkit.sources.logs.state import Call, Candidates, Group, Odd, PendingFailure, Run, Stream
+from profkit.sources.recorder import FALLBACK_WARNING
+
+CUT_OFF = "record cut off (file truncated, or another write came in between)"
+WINNER_NOT_FOUND = ("winner whose candidate is not among its profile's candidates (another process wrote "
+                    "to the same log without a prefix?): time_ms left empty")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CandidateArm:
+    """After a plain candidate on the unprefixed stream: the next may continue its group in bulk."""
+
+    group: Group
+
+
+@dataclasses.dataclass(slots=True)
+class RepeatArm:
+    """After a fallback call: its whole line after the timestamp (and its "Generated key" line) may repeat."""
+
+    at: int  # where " - flashinfer.jit: " starts in the line
+    row: dict
+
+
+@dataclasses.dataclass(slots=True)
+class ProfilesArm:
+    """After a "generated profile" line: the call's next distinct profiles may follow."""
+
+    at: int
+    head: str  # " - flashinfer.jit: [Autotuner]: generated profile: "
+    call: Call
+
+
+class Reader:
+    """Read one input: split records, keep per-stream state, collect rows."""
+
+    def __init__(self, name: str, path: str | None, *, strict: bool):
+        self.name, self.path, self.strict = name, path, strict
+        self.where = path or name
+        self.streams: dict[str, Stream] = {}
+        self.default = self._stream("", None, None)
+        self.runs: list[Run] = []
+        self.calls: list[Call] = []
+        self.groups: list[Group] = []
+        self.cands = Candidates()
+        self.winners: list[dict] = []
+        self.events: list[dict] = []
+        self.counts: dict[tuple[str, str], list] = {}
+        self.readable = False
+        self.lines_read = 0
+        self.first_text = ""
+        self.arm: CandidateArm | RepeatArm | ProfilesArm | None = None
+        self.fast_counts = {"Generated key (of a fallback call)": 0, "generated profile": 0}
+        self.flashinfer = g.version_from_path(path)
+
+    # -- reporting ---------------------------------------------------------------------------
+    def count(self, status: str, reason: str, line: int, text: str) -> None:
+        entry = self.counts.get((status, reason))
+        if entry is None:
+            self.counts[(status, reason)] = [1, line, text[:200]]
+        else:
+            entry[0] += 1
+
+    def unreadable(self, reason: str, line: int, text: str, expected: str | None = None) -> None:
+        if self.strict:
+            what = f"expected {expected} line, found" if expected else f"{reason}:"
+            raise ParseError(f"{what} {text[:200]!r}; pass strict=False to keep the {self._rows_so_far()} rows "
+                             "read so far", path=self.where, line=line)
+        self.count("unreadable", reason, line, text)
+
+    def _rows_so_far(self) -> int:
+        return len(self.cands) + len(self.winners)
+
+    def nothing_readable(self) -> ParseError:
+        unreadable = sum(n for (status, _), (n, _, _) in self.counts.items() if status == "unreadable")
+        detail = f"; {unreadable} record(s) were cut off or garbled" if unreadable else ""
+        if self.lines_read == 0 or (self.lines_read == 1 and not self.first_text):
+            return ParseError("the log is empty", path=self.where, line=1)
+        return ParseError(
+            f"no readable FlashInfer autotuner record in {self.lines_read} line(s){detail}; expected lines like "
+            f"'2026-01-01 00:00:00,000 - DEBUG - autotuner.py:3115 - flashinfer.jit: [Autotuner]: profiling ...' "
+            f"(run with FLASHINFER_LOGGING_LEVEL=debug); first line: {self.first_text[:120]!r}",
+            path=self.where, line=1)
+
+    def finish(self, lines: int, replaced: int, damage: str) -> None:
+        """After the last line: count what the fast paths read, name the damage, close every call."""
+        for reason, n in self.fast_counts.items():
+            if n:
+                self.counts[("read", reason)][0] += n
+        if damage:
+            self.unreadable(damage, lines + 1, "")
+        self.lines_read = lines
+        if replaced:
+            self.count("read", "lines with bytes that are not UTF-8 (replaced)", 1, f"{replaced} lines")
+        for stream in self.streams.values():
+            self._close_call(stream)
+
+    # -- lines -------------------------------------------------------------------------------
+    def line(self, lineno: int, line: str) -> None:
+        """One physical line (with its line end, if it has one)."""
+        arm = self.arm
+        if arm is not None and line.endswith("\n"):
+            if type(arm) is RepeatArm:
+                if line.startswith(arm.row["_line"], arm.at):  # the same fallback-call message again
+                    arm.row["count"] += 1
+                    return
+                key = arm.row.get("_key_line")
+                if key is not None and line.startswith(key, arm.at):  # its "Generated key" line again
+                    self.fast_counts["Generated key (of a fallback call)"] += 1
+                    return
+            elif type(arm) is ProfilesArm and line.startswith(arm.head, arm.at):  # the call's next profile
+                text = line[arm.at + len(arm.head):-1]
+                if text not in arm.call.generated_set:
+                    arm.call.add_profile(text)
+                    self.fast_counts["generated profile"] += 1
+                    return
+        self._line(lineno, line)
+
+    def _line(self, lineno: int, line: str) -> None:
+        whole = line.endswith("\n")
+        line = line[:-2] if line.endswith("\r\n") else line[:-1] if whole else line
+        if lineno == 1:
+            self.first_text = line
+        stream = self.default
+        if line[:2] != "20" and line[:1] != "\r":  # not a timestamp-first line nor a tqdm render: a process prefix?
+            stream, line = self._split_prefix(line)
+        self.arm = None
+        if whole and "\r" not in line:
+            h = g.whole_line_header(line)
+            if h is not None:
+                self._record(stream, lineno, line[:g.TIMESTAMP_LENGTH],
+                             line[g.LEVEL_START:line.find(" ", g.LEVEL_START)], line[h + len(g.JIT):], h)
+                return
+        # A last line without its line end: a tqdm bar still running is normal; a record there is cut off.
+        self._pieces(stream, line, lineno, whole=whole)
+
+    def _split_prefix(self, line: str) -> tuple[Stream, str]:
+        m = g.PREFIX.match(line)
+        return (self._prefixed_stream(m), line[m.end():]) if m else (self.default, line)
+
+    def _pieces(self, stream: Stream, line: str, lineno: int, whole: bool = True) -> None:
+        """Split a line on \\r and record headers; a record followed by anything was cut off."""
+        pieces = line.split("\r")
+        last = len(pieces) - 1
+        for index, piece in enumerate(pieces):
+            if not piece:
+                continue
+            found = g.headers(piece)
+            start = found[0].start if found else len(piece)
+            if start > 0 or not found:
+                self._fragment(stream, lineno, piece[:start])
+            for k, header in enumerate(found):
+                end = found[k + 1].start if k + 1 < len(found) else len(piece)
+                message = piece[header.message:end]
+                if k + 1 < len(found) or index < last or not whole:
+                    self.unreadable(CUT_OFF, lineno, message)
+                    continue
+                self.arm = None
+                self._record(stream, lineno, piece[header.start:header.start + g.TIMESTAMP_LENGTH], header.level,
+                             message, header.message - len(g.JIT) - header.start)
+
+    def _fragment(self, stream: Stream, lineno: int, text: str) -> None:
+        """Text outside any record: a tqdm bar, a Python warning, or someone else's line."""
+        if not text.strip():
+            return
+        if "[AutoTuner]: Tuning " in text:
+            m = g.TQDM.search(text)
+            if m:
+                self.readable = True
+                self.count("read", "tqdm progress bar", lineno, text)
+                self._bar(stream, lineno, m)
+                return
+        if "Warning: " in text:
+            m = g.WARNING.search(text)
+            if m and FALLBACK_WARNING in m["message"]:
+                self.count("read", "cuDNN fallback warning", lineno, text)
+                stream.fallback_warning = m["message"][:2000]
+                self._event(stream, lineno, None, m["category"], "fallback_warning", message=m["message"])
+                return
+        self.count("foreign", "not a FlashInfer record", lineno, text)
+
+    # -- the bulk path -------------------------------------------------------------------------
+    def continues_in_bulk(self, shapes: str) -> bool:
+        """Whether the next plain candidate of ``shapes`` continues the open group with no state to change."""
+        arm = self.arm
+        return type(arm) is CandidateArm and arm.group is self.default.group and arm.group.shapes == shapes
+
+    def candidate_block(self, lines: range, runners: list[int], tactics: list[str], times: list[float]) -> None:
+        """Plain candidate lines of the unprefixed stream continuing the open group (see :meth:`continues_in_bulk`)."""
+        self.cands.extend(self.arm.group.gid, lines, runners, tactics, times)
+
+    # -- streams and runs --------------------------------------------------------------------
+    def _stream(self, key: str, rank: int | None, pid: int | None) -> Stream:
+        stream = self.streams.get(key)
+        if stream is None:
+            stream = self.streams[key] = Stream(key=key, rank=rank, pid=pid)
+        return stream
+
+    def _prefixed_stream(self, m: re.Match) -> Stream:
+        key = m.group(0).strip()
+        stream = self.streams.get(key)
+        if stream is not None:
+            return stream
+        name = m["name"] or m["service"] or ""
+        in_name = g.RANK_IN_NAME.search(name)
+        rank = m["rank"] or (in_name.group(1) if in_name else None)
+        return self._stream(key, _small_int(rank), _small_int(m["pid"]))
+
+    def _run(self, stream: Stream, lineno: int, ts: str | None, *, new: bool = False) -> Run:
+        if stream.run is None or new:
+            stream.run = Run(run_id=f"{self.name}#{len(self.runs) + 1}", stream=stream.key,
+                             rank=stream.rank, pid=stream.pid, first_line=lineno, started_at=ts)
+            self.runs.append(stream.run)
+            stream.last_call, stream.fallbacks = None, {}
+        return stream.run
+
+    # -- records -----------------------------------------------------------------------------
+    def _record(self, stream: Stream, lineno: int, ts: str, level: str, msg: str, at: int) -> None:
+        """One whole record; ``at`` is where its " - flashinfer.jit: " starts, counted from its header."""
+        self.readable = True
+        body = g.autotuner_body(msg)
+        # A new AutoTuner singleton after tuning calls: another process appended to the same file.
+        new_run = body is not None and body.startswith("use_global_timer") and stream.run is not None \
+            and stream.run.calls > 0
+        if new_run:
+            self._close_call(stream)
+        run = stream.run
+        if run is None or new_run:
+            run = self._run(stream, lineno, ts, new=new_run)
+        run.last_line, run.ended_at = lineno, ts
+        if stream.failure is not None and not (body or "").startswith(g.FAILED_DETAIL):
+            self._add_failure(stream, stream.failure)
+        if body is None:
+            self._other_message(stream, lineno, ts, level, msg)
+            return
+        unprefixed = stream is self.default
+        if body.startswith(g.FALLBACK_CALL):  # every untuned call outside tuning: many
+            row = self._fallback_call(stream, lineno, ts, level, body)
+            if unprefixed:
+                self.arm = RepeatArm(at, row)
+            return
+        if body.startswith(g.CANDIDATE):
+            if body.startswith(g.WINNER):
+                self._winner(stream, lineno, ts, body, msg)
+            else:
+                group = self._candidate(stream, lineno, body, msg)
+                if group is not None and unprefixed:
+                    self.arm = CandidateArm(group)
+            stream.in_profiles = False
+            return
+        if body.startswith(g.GENERATED_PROFILE):
+            profile = body[len(g.GENERATED_PROFILE):]
+            if not stream.in_profiles or profile in stream.call.generated_set:  # a call's profiles are distinct
+                self._open_call(stream, lineno, ts)
+            stream.call.add_profile(profile)
+            stream.in_profiles = True
+            self.count("read", "generated profile", lineno, msg)
+            if unprefixed:
+                self.arm = ProfilesArm(at, f"{g.JIT}{msg[:msg.find(g.GENERATED_PROFILE) + len(g.GENERATED_PROFILE)]}",
+                                       stream.call)
+            return
+        stream.in_profiles = False
+        if body.startswith(g.SKIPPING) or body.startswith(g.FAILED_DETAIL):
+            self._failure(stream, lineno, body, msg)
+        elif body.startswith("Skipped ") and "unsupported tactic" in body:
+            self._skipped(stream, lineno, ts, level, body, msg)
+        elif body.startswith("Autotuning process "):
+            self._close_call(stream)
+            kind = "tuning_start" if "starts" in body else "tuning_end"
+            self._event(stream, lineno, ts, level, kind, message=body)
+        elif body.startswith("OOM detected"):
+            call = self._ensure_call(stream, lineno, ts)
+            call.oom = True
+            self._event(stream, lineno, ts, level, "oom", message=body)
+            self._close_call(stream)
+        elif body.startswith(g.GENERATED_KEY) and stream.last_event is not None \
+                and stream.last_event["kind"] == "fallback_call":
+            self.count("read", "Generated key (of a fallback call)", lineno, msg)
+            event = stream.last_event
+            event.setdefault("key", body[len(g.GENERATED_KEY):])  # parsed once per key, at the end
+            event["_key_line"] = f"{g.JIT}{msg}\n"
+            if unprefixed:
+                self.arm = RepeatArm(at, event)
+        elif body.startswith(g.KNOWN_QUIET):
+            self.count("ignored", "cold-L2 / CUPTI detail", lineno, msg)
+        else:
+            self._message_event(stream, lineno, ts, level, body, msg)
+
+    def _other_message(self, stream, lineno, ts, level, msg) -> None:
+        if msg.startswith("Building JIT module "):
+            module = msg[len("Building JIT module "):].split(";")[0]
+            self._event(stream, lineno, ts, level, "jit_build", detail=module, message=msg)
+        else:
+            self.count("ignored", "other flashinfer.jit message", lineno, msg)
+
+    def _message_event(self, stream, lineno, ts, level, body, msg) -> None:
+        for kind, (prefix, pattern) in g.EVENT_PATTERNS.items():
+            m = pattern.match(body) if body.startswith(prefix) else None
+            if m:
+                fields = {k: v for k, v in m.groupdict().items() if v is not None}
+                if "count" in fields:
+                    fields["count"] = _small_int(fields["count"])
+                self._event(stream, lineno, ts, level, kind, message=body, **fields)
+                return
+        self.count("ignored", "unrecognised [Autotuner] message", lineno, msg)
+        self._event(stream, lineno, ts, level, "other", message=body)
+
+    def _fallback_call(self, stream: Stream, lineno: int, ts, level, body: str) -> dict:
+        """A call outside tuning found no tuned config: one event per distinct message, ``count`` its lines."""
+        stream.in_profiles = False
+        row = stream.fallbacks.get(body)
+        if row is None:
+            self._message_event(stream, lineno, ts, level, body, body)
+            stream.fallbacks[body] = row = stream.last_event
+            row["count"] = 0
+        row["count"] += 1
+        row["_line"] = f"{g.JIT}[AutoTuner]: {body}\n"  # the whole line after its timestamp, as the fast path sees it
+        stream.last_event = row
+        return row
+
+    def _event(self, stream: Stream, lineno: int, ts, level, kind: str, **fields) -> None:
+        if kind != "fallback_warning":
+            self.count("read", kind, lineno, fields.get("message", ""))
+        call = stream.call or (stream.last_call if kind in ("tuning_end", "oom") else None)
+        if call is not None and call.op is None and fields.get("op") and kind in ("cache_hit", "skip_op"):
+            call.op = fields["op"]  # a call answered from the cache names its op only here
+        row = {"run_id": stream.run.run_id if stream.run else None, "rank": stream.rank,
+               "call": call.number if call else None, "file": self.name, "line": lineno,
+               "logged_at": ts, "level": level, "kind": kind, **fields}
+        self.events.append(row)
+        stream.last_event = row
+
+    # -- calls and profiles ------------------------------------------------------------------
+    def _open_call(self, stream: Stream, lineno: int, ts: str | None) -> Call:
+        self._close_call(stream)
+        run = self._run(stream, lineno, ts)
+        run.calls += 1
+        stream.call = Call(run=run, number=run.calls, first_line=lineno, first_ts=ts, last_ts=ts)
+        self.calls.append(stream.call)
+        return stream.call
+
+    def _ensure_call(self, stream: Stream, lineno: int, ts: str | None) -> Call:
+        return stream.call if stream.call is not None else self._open_call(stream, lineno, ts)
+
+    def _close_call(self, stream: Stream) -> None:
+        self._close_group(stream)
+        call = stream.call
+        if call is None:
+            return
+        call.closed = True
+        if call.oom:
+            self._oom_fallbacks(call)
+        stream.last_call, stream.call = call, None
+
+    def _group_for(self, stream: Stream, lineno: int, shapes: str | None) -> Group:
+        group = stream.group
+        if group is not None and shapes is not None and group.shapes is not None and group.shapes != shapes:
+            self._close_group(stream)  # a new profile without a winner line for the last one
+            group = None
+        if group is None:
+            call = self._ensure_call(stream, lineno, None)
+            start = call.groups[-1].end_ts if call.groups else call.first_ts
+            group = stream.group = Group(gid=len(self.groups), first=len(self.cands), call=call, shapes=shapes,
+                                         start_ts=start)
+            call.groups.append(group)
+            self.groups.append(group)
+        elif group.shapes is None:
+            group.shapes = shapes
+        return group
+
+    def _close_group(self, stream: Stream) -> None:
+        if stream.failure is not None:
+            self._add_failure(stream, stream.failure)
+        group, stream.group = stream.group, None
+        last = self.cands.last_row(group) if group is not None else None
+        if last is not None:  # bulk and fast-path lines do not move the run's last line
+            run = group.call.run
+            run.last_line = max(run.last_line, self.cands.line[last])
+
+    def _bar(self, stream: Stream, lineno: int, m: re.Match) -> None:
+        op, n, total = m["op"], int(m["n"]), int(m["total"])
+        call = stream.call if stream.call is not None and stream.call.takes_bar(op, n, total) else None
+        if call is None and stream.last_call is not None and stream.last_call.takes_bar(op, n, total):
+            call = stream.last_call
+        if call is None:
+            if stream.call is not None and stream.call.generated:
+                return  # a late render of an earlier call's bar, inside a call the debug lines delimit
+            call = self._open_call(stream, lineno, None)  # a log without debug lines: the bar is the call
+        call.op = call.op or op
+        call.bar_n, call.bar_total, call.bar_elapsed_s = n, total, g.clock_seconds(m["elapsed"])
+
+    # -- candidates, failures, winners -------------------------------------------------------
+    def _candidate(self, stream: Stream, lineno: int, body: str, msg: str) -> Group | None:
+        """Add a candidate; returns its group when the next plain candidate may continue it in bulk."""
+        parsed = g.parse_candidate(body)
+        if parsed is None:
+            self.unreadable("garbled candidate line", lineno, msg, expected=g.EXPECTED_CANDIDATE)
+            return None
+        group = self._group_for(stream, lineno, parsed.shapes)
+        odd = Odd("fallback", stream.fallback_warning) if stream.fallback_warning else None
+        stream.fallback_warning = None
+        self.cands.add(group.gid, lineno, parsed.runner, parsed.tactic, parsed.time_ms, odd)
+        return group if odd is None and stream.failure is None else None
+
+    def _failure(self, stream: Stream, lineno: int, body: str, msg: str) -> None:
+        """"Skipping tactic R T, due to failure ...: e" then "Failed when profiling R T, shapes=S. Error occurred: e"."""
+        detail = body.startswith(g.FAILED_DETAIL)
+        split = g.split_runner(body, len(g.FAILED_DETAIL) if detail else len(g.SKIPPING))
+        runner, rest = split if split else ("", "")
+        if detail:
+            i, j = rest.find(g.SHAPES), rest.find(g.ERROR_OCCURRED)
+            if split is None or i < 0 or j < i:
+                self.unreadable("garbled failure line", lineno, msg)
+                return
+            pending, stream.failure = stream.failure, None
+            if pending is not None and (pending.runner, pending.tactic) != (runner, rest[:i]):
+                self._add_failure(stream, pending)  # an unpaired "Skipping tactic" line
+            self.count("read", "failed tactic", lineno, msg)
+            self._add_failure(stream, PendingFailure(lineno, runner, rest[:i], rest[j + len(g.ERROR_OCCURRED):],
+                                                     shapes=rest[i + len(g.SHAPES):j]))
+            return
+        if g.DUE_TO_FAILURE in rest:
+            tactic, _, error = rest.partition(g.DUE_TO_FAILURE)
+            api, op = None, None
+        elif g.WHILE_RANKING in rest:
+            tactic, _, tail = rest.partition(g.WHILE_RANKING)
+            op, _, error = tail.partition(": ")
+            api = "rank_tactics"
+        else:
+            self.unreadable("garbled failure line", lineno, msg)
+            return
+        if split is None:
+            self.unreadable("garbled failure line", lineno, msg)
+            return
+        if stream.failure is not None:
+            self._add_failure(stream, stream.failure)
+        stream.failure = PendingFailure(lineno, runner, tactic, error, api, op=op)
+        self.count("read", "failed tactic", lineno, msg)
+
+    def _add_failure(self, stream: Stream, failure: PendingFailure) -> None:
+        stream.failure = None
+        group = self._group_for(stream, failure.line, failure.shapes)
+        if failure.op is not None:
+            group.op = failure.op
+        stream.fallback_warning = None  # a failure that also warned is a failure
+        self.cands.add(group.gid, failure.line, failure.runner, failure.tactic, math.nan,
+                       Odd("failed", failure.error[:2000], failure.api))
+
+    def _skipped(self, stream: Stream, lineno: int, ts, level, body: str, msg: str) -> None:
+        m = g.SKIPPED.match(body)
+        count = _small_int(m[1]) if m else None
+        if count is None:
+            self.unreadable("garbled 'Skipped N unsupported tactic(s)' line", lineno, msg)
+            return
+        group = self._group_for(stream, lineno, None)
+        group.op, group.n_skipped = m[2], count
+        group.call.op = group.call.op or m[2]
+        self._event(stream, lineno, ts, level, "skipped_tactics", op=m[2], count=count, message=body)
+
+    def _winner(self, stream: Stream, lineno: int, ts: str, body: str, msg: str) -> None:
+        split = g.split_runner(body, len(g.WINNER))
+        rest = split[1] if split else ""
+        at = rest.find(" for ProfilingCacheKey(")
+        at = at if at >= 0 else rest.find(" for (")
+        tactic_text, key = rest[:at], g.parse_key(rest[at + 5:]) if at > 0 else None
+        if key is None:
+            self.unreadable("garbled winner line", lineno, msg, expected=g.EXPECTED_WINNER)
+            return
+        self.count("read", "winner", lineno, msg)
+        group = self._group_for(stream, lineno, None)
+        if group.shapes is not None and not g.fits(group.shapes, key["profile"]):
+            self._close_group(stream)  # those candidates belong to another profile (or process)
+            self.count("unreadable", "winner does not match the profile of the candidates before it", lineno, msg)
+            group = self._group_for(stream, lineno, None)
+        group.op, group.profile, group.end_ts = key["op"], key["profile"], ts
+        call = group.call
+        call.op, call.last_ts = call.op or key["op"], ts
+        tactic = g.tactic_text(tactic_text)
+        best = self._chosen_row(group, split[0], tactic_text, tactic, key["runner"])
+        if best is None and self.cands.rows(group):
+            self.count("unreadable", WINNER_NOT_FOUND, lineno, msg)
+        c = self.cands
+        self.winners.append({
+            "run_id": call.run.run_id, "rank": call.run.rank, "call": call.number, "op": key["op"],
+            "profile": key["profile"], "runner": key["runner"], "tactic": tactic, "extras": key["extras"],
+            "time_ms": c.time[best] if best is not None else math.nan,
+            "status": c.status(best) if best is not None else None,
+            "source": "profiled", "reason": "", "file": self.name, "line": lineno,
+        })
+        self._close_group(stream)
+
+    def _chosen_row(self, group: Group, runner_repr: str, tactic_text: str, tactic: str, runner: str) -> int | None:
+        """The group's fastest timed candidate of the winner's runner and tactic, or None."""
+        c = self.cands
+        rows = c.rows(group)
+        code = c.reprs.get(runner_repr)
+        chosen = [k for k in rows if c.tactic[k] == tactic_text and c.runner[k] == code]
+        if not chosen:  # the same tactic printed another way, or the runner's repr differs: compare decoded
+            reprs = {code: text for text, code in c.reprs.items()}
+            chosen = [k for k in rows
+                      if g.tactic_text(c.tactic[k]) == tactic and g.runner_parts(reprs[c.runner[k]])[0] == runner]
+        chosen = [k for k in chosen if c.status(k) != "failed"]
+        return min(chosen, key=lambda k: c.time[k] if c.time[k] == c.time[k] else math.inf) if chosen else None
+
+    def _oom_fallbacks(self, call: Call) -> None:
+        """Winner rows for the profiles an OOM-aborted call never reached: FlashInfer returns (runners[0], -1)."""
+        won = [group for group in call.groups if group.profile is not None]
+        opt = [g.opt_shapes(p) for p in call.generated]
+        last = max((i for i, s in enumerate(opt) for group in won[-1:] if s and g.fits(s, group.profile)), default=-1)
+        for shapes in opt[last + 1:]:
+            self.winners.append({
+                "run_id": call.run.run_id, "rank": call.run.rank, "call": call.number, "op": call.op,
+                "profile": None, "runner": None, "shapes": shapes, "tactic": "-1", "time_ms": math.nan,
+                "status": None, "source": "fallback", "reason": "oom_abort", "extras": "", "file": self.name,
+                "line": None,
+            })
+
+
+def _small_int(text: str | None) -> int | None:
+    """A decimal count, pid or rank read from a line, or None when it does not fit an Int64 column."""
+    return as_int(text) if text is not None else None

@@ -1,0 +1,162 @@
+"""What the log reader keeps while it reads: runs, tuning calls, profile groups, streams, candidates.
+
+Each is a small named dataclass; the reader (reader.py) moves between them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(slots=True)
+class Run:
+    """One process's records in one file (a stream's run; a new AutoTuner singleton starts another)."""
+
+    run_id: str
+    stream: str
+    rank: int | None
+    pid: int | None
+    first_line: int
+    started_at: str | None = None
+    ended_at: str | None = None
+    last_line: int = 0
+    calls: int = 0
+
+
+@dataclasses.dataclass(slots=True)
+class Call:
+    """One tuning call (one op): its generated profiles, its profile groups, its tqdm bar."""
+
+    run: Run
+    number: int
+    first_line: int
+    first_ts: str | None
+    op: str | None = None
+    generated: list[str] = dataclasses.field(default_factory=list)  # OptimizationProfile reprs, in order
+    generated_set: set[str] = dataclasses.field(default_factory=set)  # the same, for membership
+    groups: list[Group] = dataclasses.field(default_factory=list)
+    last_ts: str | None = None
+    oom: bool = False
+    closed: bool = False
+    bar_n: int | None = None
+    bar_total: int | None = None
+    bar_elapsed_s: float | None = None
+
+    def add_profile(self, profile: str) -> None:
+        self.generated.append(profile)
+        self.generated_set.add(profile)
+
+    def takes_bar(self, op: str, n: int, total: int) -> bool:
+        """Whether a tqdm render belongs to this call (same op and profile count, not restarted)."""
+        expected = len(self.generated) or self.bar_total
+        return self.op in (None, op) and expected in (None, total) and (self.bar_n is None or n >= self.bar_n)
+
+
+@dataclasses.dataclass(slots=True)
+class Group:
+    """One profile's records, from its first candidate to its winner line."""
+
+    gid: int  # index in Reader.groups
+    first: int  # its first candidate row
+    call: Call
+    shapes: str | None
+    start_ts: str | None
+    op: str | None = None
+    profile: str | None = None
+    n_skipped: int | None = None
+    end_ts: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PendingFailure:
+    """A "Skipping tactic" line waiting for its "Failed when profiling" line (which adds the shapes)."""
+
+    line: int
+    runner: str
+    tactic: str
+    error: str
+    api: str | None = None
+    shapes: str | None = None
+    op: str | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class Stream:
+    """One writer's state: the records of one line prefix (or of none)."""
+
+    key: str
+    rank: int | None
+    pid: int | None
+    run: Run | None = None
+    call: Call | None = None
+    last_call: Call | None = None
+    group: Group | None = None
+    in_profiles: bool = False  # the previous record was a "generated profile" line
+    fallback_warning: str | None = None
+    last_event: dict | None = None
+    failure: PendingFailure | None = None
+    fallbacks: dict[str, dict] = dataclasses.field(default_factory=dict)  # this run's fallback_call events by message
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Odd:
+    """status, error and api of a candidate that is not a plain ``status="ok"`` one."""
+
+    status: str
+    error: str = ""
+    api: str | None = None
+
+
+class Candidates:
+    """Every candidate of a source, column by column, in log order.
+
+    Runner reprs are kept once, rows hold their code; rows are plain ``status="ok"`` unless
+    ``odd`` holds an :class:`Odd` for them.
+    """
+
+    def __init__(self):
+        self.group: list[int] = []
+        self.line: list[int] = []
+        self.runner: list[int] = []  # the runner's repr, as its index in ``reprs``
+        self.reprs: dict[str, int] = {}
+        self.tactic: list[str] = []  # the tactic as printed
+        self.time: list[float] = []
+        self.odd: dict[int, Odd] = {}
+
+    def __len__(self) -> int:
+        return len(self.line)
+
+    def add(self, gid: int, line: int, runner: str, tactic: str, time_ms: float, odd: Odd | None = None) -> None:
+        if odd is not None:
+            self.odd[len(self.line)] = odd
+        self.group.append(gid)
+        self.line.append(line)
+        self.runner.append(self.code(runner))
+        self.tactic.append(tactic)
+        self.time.append(time_ms)
+
+    def extend(self, gid: int, lines: range, runners: list[int], tactics: list[str], times: list[float]) -> None:
+        """Plain rows of one group, many at once (the bulk path); runners are codes."""
+        self.group.extend([gid] * len(lines))
+        self.line.extend(lines)
+        self.runner.extend(runners)
+        self.tactic.extend(tactics)
+        self.time.extend(times)
+
+    def code(self, runner: str) -> int:
+        return self.reprs.setdefault(runner, len(self.reprs))
+
+    def rows(self, group: Group) -> list[int]:
+        tail = self.group[group.first:]
+        if tail.count(group.gid) == len(tail):  # no other stream's rows in between: the common case
+            return list(range(group.first, len(self.group)))
+        return [k for k in range(group.first, len(self.group)) if self.group[k] == group.gid]
+
+    def last_row(self, group: Group) -> int | None:
+        if self.group and self.group[-1] == group.gid:  # the common case: the group is the newest
+            return len(self.group) - 1
+        return next((k for k in range(len(self.group) - 1, group.first - 1, -1) if self.group[k] == group.gid), None)
+
+    def status(self, row: int) -> str:
+        odd = self.odd.get(row)
+        return odd.status if odd else "ok"

@@ -1,0 +1,191 @@
+"""Readers' rows into profkit's frames: candidates, winners, tuning, runs, events, report."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from profkit import schema
+from profkit.sources.cache import add_buckets
+from profkit.sources.logs import grammar as g
+from profkit.sources.logs.reader import Reader
+
+# Columns the log adds to each table after the schema's: (name, dtype, meaning).
+EXTRA_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "candidates": (
+        ("runner_id", "string", "the runner object's address in its repr: one per runner per process"),
+        ("file", "string", "the log's name (unique among the logs read together)"),
+        ("line", "Int64", "line of the candidate's record in the log"),
+        ("bucket_rule", "string", "how bucket was read from the profile (profkit.sources.cache.add_buckets)"),
+    ),
+    "winners": (
+        ("file", "string", "the log's name"),
+        ("line", "Int64", "line of the 'profiling chosen runner' record; empty for OOM fallbacks"),
+        ("shapes", "string", "opt shapes of a profile an OOM-aborted call never reached"),
+        ("bucket_rule", "string", "how bucket was read from the profile or shapes"),
+    ),
+    "tuning": (
+        ("shapes", "string", "a profile's opt shapes as its candidate lines print them"),
+        ("n_skipped", "Int64", "tactics FlashInfer skipped as unsupported ('Skipped N unsupported tactic(s)')"),
+        ("bar_elapsed_s", "float64", "the call's tqdm bar's elapsed time"),
+        ("n_profiles", "Int64", "profiles the call generated (or the tqdm bar's total)"),
+        ("n_profiled", "Int64", "profiles with candidates or a winner line"),
+    ),
+    "runs": (
+        ("file", "string", "the log's name"),
+        ("path", "string", "the log's path as given (empty for text)"),
+        ("stream", "string", "the line prefix naming the process ('' for none)"),
+        ("pid", "Int64", "process id from the line prefix"),
+        ("rank", "Int64", "rank from the line prefix"),
+        ("ended_at", "string", "local time of the run's last record read one by one"),
+        ("first_line", "Int64", "the run's first line in the file"),
+        ("last_line", "Int64", "the run's last line in the file"),
+    ),
+}
+EVENT_COLUMNS = ["run_id", "rank", "call", "file", "line", "logged_at", "level", "kind", "op", "runner", "tactic",
+                 "profile", "extras", "shapes", "count", "path", "detail", "message"]
+REPORT_COLUMNS = ["file", "status", "reason", "lines", "first_line", "example"]
+
+
+def build(readers: Sequence[Reader], problems: Sequence[dict] = ()) -> dict[str, pd.DataFrame]:
+    """The six frames of the readers' rows; ``problems`` are report rows of inputs that could not be read."""
+    keys = [pd.DataFrame(_group_keys(r), columns=["op", "where"]) for r in readers]
+    bucketed = add_buckets(pd.concat(keys, ignore_index=True), "where")[["bucket", "bucket_key", "bucket_rule"]]
+    offsets = np.cumsum([0] + [len(k) for k in keys])
+    candidates = pd.concat([_candidate_frame(r, bucketed.iloc[a:b]) for r, a, b in zip(readers, offsets, offsets[1:])],
+                           ignore_index=True)
+    candidates["source"] = pd.array(["flashinfer"], dtype="string").take(np.zeros(len(candidates), dtype=np.int64))
+    winners = pd.DataFrame([w for r in readers for w in r.winners])
+    if len(winners):
+        winners = winners.reindex(columns=list(dict.fromkeys([*winners.columns, "shapes"])))
+        where = winners["profile"].where(winners["profile"].notna(), winners["shapes"])
+        winners = add_buckets(winners.assign(_where=where), "_where").drop(columns="_where")
+    events = _events(pd.DataFrame([e for r in readers for e in r.events],
+                                  columns=[*EVENT_COLUMNS, "key", "_line", "_key_line"]))
+    report = pd.DataFrame([*(row for r in readers for row in _report_rows(r)), *problems], columns=REPORT_COLUMNS)
+    return {
+        "candidates": _conform("candidates", candidates),
+        "winners": _conform("winners", winners),
+        "tuning": _conform("tuning", _tuning_buckets(pd.DataFrame([t for r in readers for t in _tuning_rows(r)]))),
+        "runs": _conform("runs", pd.DataFrame([row for r in readers for row in _run_rows(r)])),
+        "events": events,
+        "report": report.astype({"lines": "int64", "first_line": "int64"}),
+    }
+
+
+def _group_keys(reader: Reader) -> list[tuple]:
+    """(op, profile or opt shapes) of each profile group: what its candidates' bucket is read from."""
+    return [(group.op or group.call.op, group.profile or group.shapes) for group in reader.groups]
+
+
+def _per_row(values: list, dtype: str, rows: np.ndarray):
+    """One value per group (or per code), taken for every row."""
+    return pd.array(values, dtype=dtype).take(rows)
+
+
+def _candidate_frame(reader: Reader, buckets: pd.DataFrame) -> pd.DataFrame:
+    """Candidates in log order; ``buckets`` has bucket, bucket_key, bucket_rule per group."""
+    groups, c = reader.groups, reader.cands
+    rows = np.asarray(c.group, dtype=np.int64)
+    frame = pd.DataFrame({
+        "run_id": _per_row([gr.call.run.run_id for gr in groups], "string", rows),
+        "rank": _per_row([gr.call.run.rank for gr in groups], "Int64", rows),
+        "call": _per_row([gr.call.number for gr in groups], "Int64", rows),
+        "op": _per_row([gr.op or gr.call.op for gr in groups], "string", rows),
+        "profile": _per_row([gr.profile for gr in groups], "string", rows),
+        "shapes": _per_row([gr.shapes for gr in groups], "string", rows),
+        "file": _per_row([reader.name] * len(groups), "string", rows),
+    })
+    for name in buckets.columns:
+        frame[name] = buckets[name].array.take(rows)
+    frame["line"] = np.asarray(c.line, dtype=np.int64)
+    names = [g.runner_parts(text) for text in c.reprs]  # reprs in code order
+    codes = np.asarray(c.runner, dtype=np.int64)
+    for k, column in enumerate(("runner", "runner_id")):
+        frame[column] = _per_row([n[k] for n in names] or [None], "string", codes)
+    tactic_codes, tactics = pd.factorize(np.asarray(c.tactic, dtype=object), use_na_sentinel=False)
+    frame["tactic"] = _per_row([g.tactic_text(t) for t in tactics] or [None], "string", tactic_codes)
+    times = np.asarray(c.time, dtype=np.float64)
+    frame["time_ms"] = np.where(np.isfinite(times), times, np.nan)  # as the capture: no inf
+    for field, plain in (("status", "ok"), ("error", ""), ("api", None)):
+        values = pd.array([plain], dtype="string").take(np.zeros(len(frame), dtype=np.int64))
+        if c.odd:
+            values[list(c.odd)] = pd.array([getattr(odd, field) for odd in c.odd.values()], dtype="string")
+        frame[field] = values
+    frame["seq"] = frame.groupby("run_id", sort=False).cumcount().add(1).astype("Int64")
+    return frame
+
+
+def _group_counts(reader: Reader) -> tuple[np.ndarray, np.ndarray]:
+    """Candidates and failed-or-fallback candidates per group."""
+    size, c = len(reader.groups), reader.cands
+    total = np.bincount(np.asarray(c.group, dtype=np.int64), minlength=size)
+    odd = [c.group[row] for row, o in c.odd.items() if o.status != "ok"]
+    return total, np.bincount(np.asarray(odd, dtype=np.int64), minlength=size)
+
+
+def _tuning_rows(reader: Reader) -> list[dict]:
+    total, failed = (counts.tolist() for counts in _group_counts(reader))
+    rows = []
+    for call in reader.calls:
+        base = {"run_id": call.run.run_id, "rank": call.run.rank, "call": call.number, "op": call.op,
+                "status": "oom_abort" if call.oom else "ok", "error": ""}
+        profiled = [gr for gr in call.groups if total[gr.gid] or gr.profile]
+        for gr in profiled:
+            rows.append({**base, "op": gr.op or call.op, "kind": "profile", "profile": gr.profile,
+                         "shapes": gr.shapes, "wall_s": g.span(gr.start_ts, gr.end_ts), "status": "ok",
+                         "n_candidates": total[gr.gid], "n_failed": failed[gr.gid], "n_skipped": gr.n_skipped})
+        span = g.span(call.first_ts, call.last_ts)
+        rows.append({**base, "kind": "call", "profile": "",
+                     "wall_s": span if span == span else call.bar_elapsed_s, "bar_elapsed_s": call.bar_elapsed_s,
+                     "n_candidates": sum(total[gr.gid] for gr in call.groups),
+                     "n_failed": sum(failed[gr.gid] for gr in call.groups),
+                     "n_profiles": len(call.generated) or call.bar_total, "n_profiled": len(profiled)})
+    return rows
+
+
+def _run_rows(reader: Reader) -> list[dict]:
+    return [{"run_id": r.run_id, "source_kind": "log", "file": reader.name, "path": reader.path,
+             "stream": r.stream, "pid": r.pid, "rank": r.rank, "started_at": g.iso(r.started_at),
+             "ended_at": g.iso(r.ended_at), "first_line": r.first_line, "last_line": r.last_line,
+             "flashinfer": reader.flashinfer} for r in reader.runs]
+
+
+def _report_rows(reader: Reader) -> list[dict]:
+    counts, c = reader.counts, reader.cands
+    timed = len(c) - sum(odd.status == "failed" for odd in c.odd.values())
+    if timed:
+        counts[("read", "candidate")] = [timed, c.line[0], ""]
+    if ("read", "fallback_call") in counts:  # repeats are counted on their event row
+        counts[("read", "fallback_call")][0] = sum(e["count"] for e in reader.events if e["kind"] == "fallback_call")
+    return [{"file": reader.name, "status": status, "reason": reason, "lines": n, "first_line": first,
+             "example": example} for (status, reason), (n, first, example) in sorted(counts.items())]
+
+
+def _events(events: pd.DataFrame) -> pd.DataFrame:
+    """Fill runner, profile and extras of fallback calls from their "Generated key" text (once per key)."""
+    keys = {k: g.parse_key(k) or {} for k in events["key"].dropna().unique()}
+    for field in ("runner", "profile", "extras"):
+        parsed = events["key"].map(lambda k: keys.get(k, {}).get(field) if isinstance(k, str) else None)
+        events[field] = events[field].where(events[field].notna(), parsed)
+    return events.drop(columns=["key", "_line", "_key_line"]).astype(
+        {"line": "Int64", "call": "Int64", "rank": "Int64", "count": "Int64"})
+
+
+def _tuning_buckets(tuning: pd.DataFrame) -> pd.DataFrame:
+    """Bucket of each kind=profile row (from its profile, or its opt shapes when no winner named it)."""
+    if tuning.empty:
+        return tuning
+    tuning = tuning.reindex(columns=list(dict.fromkeys([*tuning.columns, "shapes"])))
+    where = tuning["profile"].where(tuning["profile"].fillna("") != "", tuning["shapes"])
+    bucketed = add_buckets(tuning.assign(_where=where), "_where")
+    return tuning.assign(bucket=bucketed["bucket"].where(tuning["kind"] == "profile"))
+
+
+def _conform(table: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the schema's columns, then the log's extras (missing ones empty), in their dtypes."""
+    dtypes = dict(schema.describe(table)[["column", "dtype"]].values)
+    dtypes.update((name, dtype) for name, dtype, _ in EXTRA_COLUMNS[table])
+    return schema.conform_columns(frame, dtypes, table)
