@@ -11,13 +11,15 @@ Linear implementations (``impl``): ``flashinfer`` runs ``mm_bf16(backend="auto")
 (fp8); ``torch`` runs ``torch.matmul`` (bf16) or ``torch._scaled_mm`` (fp8), the reference an
 engine without FlashInfer GEMMs would use.
 
-States: ``untuned`` (nothing tuned: FlashInfer's fallback tactic), ``tuned`` (after a tuning
-pass in this process), ``v2-graph`` / ``v2-eager`` (after a tuning pass under ``autotune_v2``
-with ``MeasurementPolicy(execution_mode="cuda_graph", cold_l2=True)`` / ``execution_mode="eager"``),
-``advised`` (after a tuning pass with a plan's ``flashinfer.autotune`` arguments, e.g. from
-``profkit advise``), ``cache`` and ``repaired`` (FlashInfer configs loaded from cache JSON files,
-e.g. in a fresh process; ``repaired`` for a ``profkit repair`` file) and ``torch``. States that
-change FlashInfer's configs are exclusive: at most one per process. Each (phase, size, state) is warmed eagerly, captured in a CUDA
+States: ``untuned`` (nothing tuned: FlashInfer's fallback tactic) and ``torch``; tuning states,
+each after a tuning pass in this process: ``tuned`` (``flashinfer.autotune(True)``), ``planned``
+(with a plan's ``flashinfer.autotune`` arguments, e.g. from ``profkit advise``), ``v2-graph`` /
+``v2-eager`` (``autotune_v2`` with ``MeasurementPolicy(execution_mode="cuda_graph", cold_l2=True)``
+/ ``execution_mode="eager"``); file states, each with FlashInfer's configs cleared and its own
+cache files loaded: ``cache`` (a tuning pass's cache.json), ``advised`` (the cache a planned pass
+wrote) and ``repaired`` (a ``profkit repair`` file). A process runs at most one tuning state,
+first after untuned. Without one, states run in the order given and may repeat (``untuned`` again
+at the end measures drift), so the file states are compared in one process. Each (phase, size, state) is warmed eagerly, captured in a CUDA
 graph and replayed; each repetition is the median of ``replays`` replays.
 """
 
@@ -128,23 +130,22 @@ class DecoderStack:
         return [statistics.median(times[i * replays:(i + 1) * replays]) for i in range(repetitions)]
 
 
-STATE_ORDER = ("untuned", "tuned", "v2-graph", "v2-eager", "advised", "cache", "repaired", "torch")
-TUNING_STATES = ("tuned", "v2-graph", "v2-eager", "advised")
-CONFIG_STATES = (*TUNING_STATES, "cache", "repaired")
+TUNING_STATES = ("tuned", "planned", "v2-graph", "v2-eager")
+FILE_STATES = ("cache", "advised", "repaired")
+STATES = ("untuned", *TUNING_STATES, *FILE_STATES, "torch")
 
 
 def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "torch"), layers: int = 4,
              kv_len: int = 512, decode_sizes=DECODE_SIZES, prefill_sizes=PREFILL_SIZES, repetitions: int = 3,
-             replays: int = 10, cache_files=(), deadline_s: float | None = None,
+             replays: int = 10, cache_files: dict | None = None, deadline_s: float | None = None,
              plan_kwargs: dict | None = None) -> list[dict]:
     """Time the stack in each state; return canonical bench rows (engine="profkit-step").
 
     A tuning state runs a tuning pass first (one forward at the largest size inside
-    ``profkit.capture``, saved to ``out/capture``; ``tuned`` and ``advised`` write FlashInfer's
-    ``out/cache.json``, the v2 states a managed store under ``out/v2-store``; ``advised`` passes
-    ``plan_kwargs`` to ``flashinfer.autotune``); ``cache`` and ``repaired`` load ``cache_files``
-    into FlashInfer first. States run in ``STATE_ORDER``, because an untuned state cannot follow
-    tuning in a process.
+    ``profkit.capture``, saved to ``out/capture``; ``tuned`` and ``planned`` write FlashInfer's
+    ``out/cache.json``, the v2 states tune in memory; ``planned`` passes ``plan_kwargs`` to
+    ``flashinfer.autotune``); a file state loads ``cache_files[state]`` (a list of paths) into
+    FlashInfer, cleared first. See the module docstring for the order.
     """
     import time
     from pathlib import Path
@@ -153,10 +154,8 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
     from profkit.models import load_model
     from profkit.sources.env import collect_env, new_run_id
 
-    states = sorted(states, key=STATE_ORDER.index)
-    if sum(state in CONFIG_STATES for state in states) > 1:
-        raise ValueError(f"states {', '.join(s for s in states if s in CONFIG_STATES)} each change FlashInfer's "
-                         "configs: run them in separate processes")
+    states = _ordered(states)
+    cache_files = cache_files or {}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -178,8 +177,8 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
         if state in TUNING_STATES:
             tuning_s = _tuning_pass(profkit, stack, max(max(decode_sizes), max(prefill_sizes)), out, state,
                                     plan_kwargs or {})
-        if state in ("cache", "repaired"):
-            _load_cache_files(cache_files)
+        if state in FILE_STATES or (state == "untuned" and not any(t in states for t in TUNING_STATES)):
+            _load_cache_files(cache_files.get(state, ()), state)
         for phase, sizes in (("decode", decode_sizes), ("prefill", prefill_sizes)):
             for tokens in sizes:
                 row = {**base, "state": state, "label": state, "phase": phase, "tokens": tokens,
@@ -223,19 +222,35 @@ def _tuning_context(state: str, out, plan_kwargs: dict):
     import flashinfer
 
     if state in ("v2-graph", "v2-eager"):
-        from flashinfer.autotune_cache import MeasurementPolicy
+        from profkit.bench.policy_study import tuning_context
 
-        policy = (MeasurementPolicy(execution_mode="cuda_graph", cold_l2=True) if state == "v2-graph"
-                  else MeasurementPolicy(execution_mode="eager"))
-        return flashinfer.autotune_v2(mode="tune", cache_root=str(out / "v2-store"), measurement_policy=policy)
-    return flashinfer.autotune(True, cache=str(out / "cache.json"), **(plan_kwargs if state == "advised" else {}))
+        return tuning_context(state)
+    return flashinfer.autotune(True, cache=str(out / "cache.json"), **(plan_kwargs if state == "planned" else {}))
 
 
-def _load_cache_files(paths) -> None:
+def _ordered(states) -> list[str]:
+    """The states in running order; raises when the combination cannot run in one process."""
+    states = list(states)
+    unknown = [s for s in states if s not in STATES]
+    if unknown:
+        raise ValueError(f"unknown states {', '.join(unknown)}; known: {', '.join(STATES)}")
+    tuning = [s for s in states if s in TUNING_STATES]
+    if not tuning:
+        return states
+    if len(tuning) > 1 or any(s in FILE_STATES for s in states) or len(set(states)) < len(states):
+        raise ValueError(f"a process runs one tuning state ({', '.join(tuning)} given), no file states, "
+                         "no repeats: run the others in a separate process")
+    return sorted(states, key=STATES.index)
+
+
+def _load_cache_files(paths, state: str) -> None:
+    """Clear FlashInfer's configs, then load ``paths`` (nothing for untuned)."""
     from flashinfer.autotuner import AutoTuner
 
-    if not paths:
-        raise ValueError("state 'cache' needs cache files (--cache)")
+    tuner = AutoTuner.get()
+    tuner.clear_cache()
+    if state != "untuned" and not paths:
+        raise ValueError(f"state {state!r} needs cache files (--cache {state}=PATH)")
     for path in paths:
-        if not AutoTuner.get().load_configs(str(path)):
+        if not tuner.load_configs(str(path)):
             raise RuntimeError(f"FlashInfer refused cache file {path} (environment mismatch)")

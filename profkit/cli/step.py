@@ -23,17 +23,18 @@ def add_arguments(p) -> None:
     p.add_argument("--model", required=True, choices=models.available())
     p.add_argument("--dtype", required=True, choices=("bf16", "fp8"))
     p.add_argument("--states", default="untuned,tuned,torch",
-                   help="comma-separated: untuned,tuned,v2-graph,v2-eager,advised,cache,repaired,torch "
-                        "(at most one state that changes FlashInfer's configs per process)")
+                   help="comma-separated, from untuned,tuned,planned,v2-graph,v2-eager,cache,advised,repaired,"
+                        "torch: at most one tuning state per process; without one, the order given, repeats allowed")
     p.add_argument("--layers", type=int, default=4, help="decoder layers to build (a subset of the model's)")
     p.add_argument("--kv-len", type=int, default=512, help="KV cache length per sequence in decode")
     p.add_argument("--decode", type=sizes, default=DECODE_SIZES, help="decode batch sizes")
     p.add_argument("--prefill", type=sizes, default=PREFILL_SIZES, help="prefill chunk token counts")
     p.add_argument("--repetitions", type=int, default=3)
     p.add_argument("--replays", type=int, default=10)
-    p.add_argument("--cache", action="append", default=[], help="FlashInfer cache JSON for states cache/repaired")
+    p.add_argument("--cache", action="append", default=[], metavar="[STATE=]PATH",
+                   help="a FlashInfer cache file for a file state (cache, advised, repaired; plain PATH: cache)")
     p.add_argument("--plan", type=json.loads, default=None,
-                   help="state 'advised': flashinfer.autotune keyword arguments as JSON, e.g. "
+                   help="state 'planned': flashinfer.autotune keyword arguments as JSON, e.g. "
                         "'{\"tuning_buckets\": [1, 8, 64], \"skip_ops\": [\"fp8_gemm\"]}'")
     p.add_argument("--deadline-s", type=float, default=None, help="stop timing new sizes after this many seconds")
     p.add_argument("--out", required=True, help="directory for step.jsonl (and capture/, cache.json when tuning)")
@@ -50,7 +51,7 @@ def run(args) -> int:
 
     rows = run_step(args.model, args.dtype, out=args.out, states=args.states.split(","), layers=args.layers,
                     kv_len=args.kv_len, decode_sizes=args.decode, prefill_sizes=args.prefill,
-                    repetitions=args.repetitions, replays=args.replays, cache_files=args.cache,
+                    repetitions=args.repetitions, replays=args.replays, cache_files=_cache_files(args.cache),
                     deadline_s=args.deadline_s, plan_kwargs=args.plan)
     path = Path(args.out) / "step.jsonl"
     with path.open("w") as f:
@@ -58,6 +59,19 @@ def run(args) -> int:
             f.write(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}) + "\n")
     print(f"profkit step: {len(rows)} rows -> {path}")
     return 0
+
+
+def _cache_files(values: list[str]) -> dict[str, list[str]]:
+    """``--cache`` values grouped by state: 'repaired=a.json' -> {'repaired': ['a.json']}."""
+    from profkit.bench.step import FILE_STATES
+
+    files: dict[str, list[str]] = {}
+    for value in values:
+        state, sep, path = value.partition("=")
+        if not sep or state not in FILE_STATES:
+            state, path = "cache", value
+        files.setdefault(state, []).append(path)
+    return files
 
 
 if __name__ == "__main__":  # python -m profkit.cli.step: the device scripts run it alone
