@@ -219,11 +219,16 @@ def plot_rank_divergence(divergence: pd.DataFrame, *, labels: Mapping[str, str] 
     ranks = ", ".join(sorted(set(d["ranks"].dropna()))) if "ranks" in d.columns else ""
     ax.set_title(f"Per-rank divergence: {n_dis} of {len(d)} buckets disagree, {n_beyond} beyond noise")
     handles, names = ax.get_legend_handles_labels()
-    handles += [Line2D([], [], marker="o", linestyle="", color=NEUTRAL),
-                Line2D([], [], marker="o", linestyle="", markerfacecolor="white", markeredgecolor="black"),
-                Line2D([], [], marker="o", linestyle="", color=SLOWER),
-                Line2D([], [], color=NEUTRAL, linewidth=3, alpha=0.35)]
-    names += ["ranks agree", "disagree, within noise", "disagree, beyond noise", "noise band"]
+    disagree = ~d["agree"].fillna(True).astype(bool)
+    noisy = d["within_noise"].fillna(True).astype(bool)
+    kinds = [((~disagree).any(), Line2D([], [], marker="o", linestyle="", color=NEUTRAL), "ranks agree"),
+             ((disagree & noisy).any(), Line2D([], [], marker="o", linestyle="", markerfacecolor="white",
+                                               markeredgecolor="black"), "disagree, within noise"),
+             ((disagree & ~noisy).any(), Line2D([], [], marker="o", linestyle="", color=SLOWER),
+              "disagree, beyond noise"),
+             (True, Line2D([], [], color=NEUTRAL, linewidth=3, alpha=0.35), "noise band")]
+    handles += [h for drawn, h, _ in kinds if drawn]  # only the markers that are drawn
+    names += [n for drawn, _, n in kinds if drawn]
     ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=6.5, borderaxespad=0)
     add_note(ax, f"ranks {ranks}; each rank tuned independently and priced the others' winners on its own "
                  "measurements")

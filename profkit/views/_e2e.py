@@ -191,9 +191,11 @@ def plot_op_timings(between: pd.DataFrame, *, op: str | None = None, labels: Map
     handles, names = ax.get_legend_handles_labels()
     handles += [Line2D([], [], marker="o", linestyle="", color="black"),
                 Line2D([], [], marker="o", linestyle="", markerfacecolor="white", markeredgecolor="black"),
-                Line2D([], [], marker="x", linestyle="", color="black"),
                 Line2D([], [], marker="_", linestyle="", color="black", markersize=9)]
-    names += ["M = a bucket", "M between buckets", "tuned call ran another runner/tactic", "tuner's bucket speedup"]
+    names += ["M = a bucket", "M between buckets", "tuner's bucket speedup"]
+    if (b["config_applied"].astype("boolean") == False).fillna(False).any():  # noqa: E712  (only when drawn)
+        handles.append(Line2D([], [], marker="x", linestyle="", color="black"))
+        names.append("tuned call ran another runner/tactic")
     ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=6.5, borderaxespad=0)
     timing = "; ".join(sorted(b["timing"].dropna().unique())) if "timing" in b.columns else ""
     add_note(ax, f"op timed {timing}; the tuner timed candidates its own way (see the other figures)")

@@ -165,7 +165,7 @@ def _make_explorer(widgets):
                                             noise=self.noise)
                 # Wrap long lines (profiles, WARNINGs) instead of scrolling sideways.
                 self.card.value = ("<pre style='font-size:11px;line-height:1.25;white-space:pre-wrap;"
-                                   "overflow-wrap:break-word'>"
+                                   "word-break:normal;overflow-wrap:break-word'>"
                                    f"{html.escape(repr(card))}</pre>")
             except ProfkitError as exc:
                 self.card.value = ""

@@ -393,9 +393,11 @@ def step_section(ctx: ReportContext) -> Section | None:
         return Section("Decoder step", omitted=("Decoder step figures: not drawn: the data has no `profkit step` "
                                                 "results (step.jsonl).",))
     figures = [FigureSpec("step_change", "Decoder step: tuned vs untuned",
-                          "Measured change of a decoder step (profkit step) with the repetitions' noise, and the "
-                          "change the tuning-pass capture predicts.",
-                          lambda: plot_step_change(r.step_measured, predicted=r.step_predicted))]
+                          "Measured change of a decoder step (profkit step), tuned vs untuned, one panel per model "
+                          "and dtype, with the repetitions' noise, and the change the tuning-pass capture predicts.",
+                          lambda: _small_multiples(
+                              r.step_measured, lambda f, ax: plot_step_change(f, predicted=r.step_predicted, ax=ax),
+                              labels={}, block="model", panel="dtype", every_tick=True))]
     for (model, dtype), rows in r.step_rows.groupby(["model", "dtype"], sort=True):
         states = ", ".join(s for s in STATE_ORDER if (rows["state"] == s).any())
         figures.append(FigureSpec(
@@ -572,52 +574,64 @@ def _per_op(frame: pd.DataFrame, draw: Callable) -> Figure:
 
 
 @_style.styled
-def _small_multiples(frame: pd.DataFrame, draw: Callable, *, labels, ncols: int = 5) -> Figure:
-    """Per op, a block of small panels, one per shape (shared axes); the op and its timing head the block.
+def _small_multiples(frame: pd.DataFrame, draw: Callable, *, labels, block: str = "op", panel: str = "shape",
+                     ncols: int = 5, every_tick: bool = False) -> Figure:
+    """Per ``block`` value (op), a row of small panels, one per ``panel`` value (shape), sharing axes.
 
-    Each panel is drawn by ``draw(rows_of_one_shape, ax)`` (a ``plot_*`` with ``ax=``); panel titles,
-    legends and notes are then folded into one title per panel and one legend per figure.
+    Each panel is drawn by ``draw(rows_of_one_panel, ax)`` (a ``plot_*`` with ``ax=``). Then the
+    panels' titles become the panel value, their axis labels one label per block, their legends
+    one legend under the figure (series named after the block left out: the panel title says it),
+    and their notes (the first panel's; timing notes go to the block title) that legend's title.
     """
-    ops = sorted(frame["op"].dropna().unique())
-    shapes = {op: sorted(_only(frame, "op", op)["shape"].dropna().unique()) for op in ops}
-    rows = {op: -(-len(shapes[op]) // ncols) for op in ops}
-    fig = Figure(figsize=(12.0, sum(2.0 * n + 0.5 for n in rows.values()) + 0.5), layout="constrained")
-    subfigs = fig.subfigures(len(ops), 1, squeeze=False, height_ratios=[2.0 * rows[op] + 0.5 for op in ops])[:, 0]
+    blocks = sorted(frame[block].dropna().unique())
+    values = {b: sorted(_only(frame, block, b)[panel].dropna().unique(), key=lambda v: labels.get(v, v)) for b in blocks}
+    ncols = min(ncols, max(len(v) for v in values.values()))
+    rows = {b: -(-len(values[b]) // ncols) for b in blocks}
+    fig = Figure(figsize=(12.0 if ncols > 2 else 10.0, sum(2.0 * n + 0.5 for n in rows.values()) + 0.6),
+                 layout="constrained")
+    subfigs = fig.subfigures(len(blocks), 1, squeeze=False, height_ratios=[2.0 * rows[b] + 0.5 for b in blocks])[:, 0]
     legend: dict[str, object] = {}
-    for op, sub in zip(ops, subfigs):
-        mine = _only(frame, "op", op)
-        timing = _style.timing_note(_style.timings_of(mine))
-        sub.suptitle(f"{op}" + (f"   (timed {timing.partition(': ')[2]})" if timing else ""), fontsize=10,
+    notes: list[str] = []
+    ylabel = ""
+    for b, sub in zip(blocks, subfigs):
+        mine = _only(frame, block, b)
+        timing = _style.timing_note(_style.timings_of(mine)) if block == "op" else ""
+        sub.suptitle(f"{b}" + (f"   (timed {timing.partition(': ')[2]})" if timing else ""), fontsize=10,
                      fontweight="bold", x=0.01, ha="left")
-        axes = sub.subplots(rows[op], ncols, sharex=True, sharey=True, squeeze=False)
+        axes = sub.subplots(rows[b], ncols, sharex=True, sharey=True, squeeze=False)
         names = None
         for i, ax in enumerate(axes.flat):
-            if i >= len(shapes[op]):
+            if i >= len(values[b]):
                 ax.set_visible(False)
                 continue
-            shape = shapes[op][i]
-            draw(_only(mine, "shape", shape), ax)
+            value = values[b][i]
+            draw(_only(mine, panel, value), ax)
             names = names or (ax.get_xlabel(), ax.get_ylabel().replace("\n", " "))
             if ax.get_legend() is not None:
                 for handle, text in zip(ax.get_legend().legend_handles, ax.get_legend().get_texts()):
                     name = re.sub(r"noise band ±[\d.]+% \(median\)", "noise band (each shape's median)",
                                   text.get_text())
-                    if not name.startswith(f"{op}  "):
+                    if not name.startswith(f"{b} "):
                         legend.setdefault(name, handle)
                 ax.get_legend().remove()
             for text in list(ax.texts):
+                if not notes and text.get_text() and not text.get_text().startswith(("timed ", "bs ")) \
+                        and getattr(text, "xycoords", None) == "axes fraction":
+                    notes.append(text.get_text())
                 text.remove()
-            ax.set_title(labels.get(shape, shape), fontsize=8, fontweight="normal")
-            if ax.get_xscale() == "log":
+            ax.set_title(labels.get(value, value), fontsize=8, fontweight="normal")
+            if ax.get_xscale() == "log" and not every_tick:
                 ax.set_xticks([1, 16, 256, 4096], ["1", "16", "256", "4096"])
             ax.label_outer()
         sub.supxlabel(names[0], fontsize=8)
-        sub.supylabel(names[1], fontsize=8)
+        ylabel = names[1]
         for ax in axes.flat:
             ax.set_xlabel("")
             ax.set_ylabel("")
+    fig.supylabel(ylabel, fontsize=8)
     if legend:
-        fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=len(legend), fontsize=7)
+        fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=min(len(legend), 5),
+                   fontsize=7, title=notes[0] if notes else None, title_fontsize=7)
     return fig
 
 
