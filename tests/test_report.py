@@ -136,6 +136,7 @@ def test_a_report_from_logs_says_what_it_does_not_know(tmp_path):
     assert "*Speedup: not drawn: no bucket had its default timed" in md
     assert "*Tuned vs untuned op timings: not drawn: the data has no op_timings.parquet.*" in md
     assert not {"speedup.png", "op_timings.png", "step_change.png"} & {p.name for p in files}
+    assert "These tuning rows carry no phase times" in _section(md, "Tuning time")
 
 
 def test_an_unreadable_file_is_named_on_the_page(tmp_path):
@@ -194,14 +195,23 @@ def test_tuning_time_counts_later_runs():
 
 
 def test_a_new_section_drops_in_with_one_entry(tmp_path):
-    def extra(ctx):
-        w = ctx.results.winners
-        return report.Section("Runners used", "How often each runner won.",
-                              tables=(report.Table(w.groupby("runner").size().rename("n").reset_index(), "runners"),))
+    """The module docstring's example: one builder, one entry in the list."""
+    def runner_share(ctx):
+        cost = analysis.runner_cost(ctx.data.tables.candidates)
+        if cost.empty:
+            return None
+        return report.Section("Where measuring time went per runner", "Candidates timed and seconds spent.",
+                              tables=(report.Table(cost, "runner_cost", sort_by="measure_s",
+                                                   what="most seconds first"),))
 
     data = read_datadir(DATA / "h200" / "fp8-repeat-r1")
-    report.build_report(data, tmp_path, sections=[*report.SECTIONS[:-1], extra, report.SECTIONS[-1]],
-                        formats=("png",), progress=False)
+    sections = list(report.SECTIONS)
+    sections.insert(sections.index(report.serving_section), runner_share)
+    report.build_report(data, tmp_path, sections=sections, formats=("png",), progress=False)
     md = (tmp_path / "index.md").read_text()
-    assert "- [Runners used](#runners-used)" in md and md.index("## Runners used") < md.index("## Provenance")
-    assert set(pd.read_csv(tmp_path / "runners.csv")["runner"]) <= {"CublasFp8GemmRunner", "CudnnFp8GemmRunner"}
+    assert "- [Where measuring time went per runner](#where-measuring-time-went-per-runner)" in md
+    assert md.index("## Outside tuning") < md.index("## Where measuring time went per runner") < md.index(
+        "## Kernels beside serving")
+    cost = pd.read_csv(tmp_path / "runner_cost.csv")
+    assert len(cost) == len(analysis.runner_cost(data.tables.candidates)) > 10
+    assert f"Top 10 of {len(cost)} rows (most seconds first)" in md

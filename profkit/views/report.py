@@ -14,20 +14,28 @@ for anything else, and returns a :class:`Section` (title, Markdown text, figures
 line per figure it left out saying why), or None when the data has nothing for it. Tables are
 shortened on the page and written whole as CSV beside it. For example::
 
-    def tuning_plan(ctx):
-        plan = ctx.data.extra.get("advise")          # a frame read by sources/datadir.py
-        if plan is None or plan.empty:
-            return None
-        return Section("Tuning plan", "What `profkit advise` would tune, and why.",
-                       tables=(Table(plan, "tuning_plan", sort_by="saved_us", top=10),))
+    from profkit import analysis
+    from profkit.views import report
 
-    SECTIONS.insert(SECTIONS.index(serving_section), tuning_plan)   # or: build_report(..., sections=[...])
+    def runner_share(ctx):                           # tables in -> Markdown + figures + tables out
+        cost = analysis.runner_cost(ctx.data.tables.candidates)
+        if cost.empty:
+            return None                              # nothing to say: the section is left out
+        return report.Section(
+            "Where measuring time went per runner", "Candidates timed and seconds spent, per runner.",
+            tables=(report.Table(cost, "runner_cost", sort_by="measure_s", what="most seconds first"),))
 
-A new input file is read in ``profkit/sources/datadir.py`` (a field of ``DataDir``; files a
-section needs but the directory lacks leave that field empty), a new computation is a public
-function in ``profkit/analysis/``, and a new figure is a ``plot_*`` in ``profkit/views/`` drawn by a
-:class:`FigureSpec`. Nothing else changes: the table of contents, the CSV files, ``--only`` and
-both writers pick the section up.
+    report.SECTIONS.insert(report.SECTIONS.index(report.serving_section), runner_share)
+    # or, for one report only: build_report(data, out, sections=[*report.SECTIONS[:-1], runner_share,
+    #                                                             report.SECTIONS[-1]])
+
+A section that needs a new input file (a verify table, an advise plan) gets it read in
+``profkit/sources/datadir.py``: one field of ``DataDir`` and one reader there, empty when the
+directory lacks the file, so the builder returns None. Its computation is a public function in
+``profkit/analysis/``, and its figure a ``plot_*`` in ``profkit/views/`` drawn by a
+:class:`FigureSpec` (``FigureSpec(name, title, caption, draw=lambda: plot_x(frame, ...))``).
+Nothing else changes: the table of contents, the CSV files, ``--only`` and both writers pick
+the section up.
 """
 
 from __future__ import annotations
@@ -340,9 +348,12 @@ def tuning_section(ctx: ReportContext) -> Section | None:
     if r.breakdown.empty:
         return None
     first = r.breakdown[r.breakdown["run_id"].isin(r.first_runs).to_numpy(dtype=bool)]
+    timed = ctx.data.tables.tuning["measure_s"].notna().any()
     figures = [FigureSpec("tuning_time", "Where tuning time went",
                           "Tuning wall seconds per op and shape (first run each), split into measuring candidates, "
-                          "runner preparation (cuDNN plan builds), JIT and the rest.",
+                          "runner preparation (cuDNN plan builds), JIT and the rest." if timed else
+                          "Tuning wall seconds per op and shape (first run each). These tuning rows carry no phase "
+                          "times (e.g. read from a debug log), so the whole bar is unsplit, not 'other'.",
                           lambda: plot_tuning_time(first, labels=ctx.labels))]
     omitted = []
     if len(r.value):
