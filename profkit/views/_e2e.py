@@ -14,7 +14,7 @@ from matplotlib.lines import Line2D
 from profkit.analysis._frames import require
 from profkit.views._format import number
 from profkit.views._style import (ACCENT, SLOWER, add_note, empty_axes, figure_and_axes, log2_bucket_axis,
-                                  short_label, styled)
+                                  series_colour, short_label, styled)
 
 _BETTER = "#2e7d32"
 _METRIC_NAMES = {"output_tok_s": "output throughput", "total_tok_s": "total throughput",
@@ -231,8 +231,9 @@ def plot_step_change(measured: pd.DataFrame, *, predicted: pd.DataFrame | None =
         empty_axes(ax, f"no {state!r} step rows")
         return fig
     ax.axhline(0, color="#444444", linewidth=0.8)
+    n_series = m.groupby(["model", "dtype"]).ngroups
     for i, ((model, dtype), g) in enumerate(m.groupby(["model", "dtype"], sort=True)):
-        colour = f"C{i % 10}"
+        colour = series_colour(i, n_series)
         for phase, marker in (("decode", "o"), ("prefill", "s")):
             h = g[g["phase"] == phase].sort_values("tokens")
             if h.empty:

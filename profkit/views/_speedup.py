@@ -14,7 +14,7 @@ from matplotlib.lines import Line2D
 
 from profkit.analysis._frames import require
 from profkit.views._style import (NEUTRAL, SLOWER, add_note, empty_axes, figure_and_axes, log2_bucket_axis,
-                                  mark_batch_sizes, short_label, styled, timing_note, timings_of)
+                                  mark_batch_sizes, series_colour, short_label, styled, timing_note, timings_of)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +75,7 @@ def _draw_speedup(info: SpeedupInfo, ax: Axes) -> None:
         ax.axhspan(1 - info.noise_pct / 100, 1 + info.noise_pct / 100, color=NEUTRAL, alpha=0.18, linewidth=0,
                    label=f"noise band ±{info.noise_pct:.1f}% (median)")
     ax.axhline(1.0, color="#444444", linewidth=0.8)
-    cmap = [f"C{i % 10}" for i in range(len(info.series))]
+    cmap = [series_colour(i, len(info.series)) for i in range(len(info.series))]
     all_buckets = set()
     for colour, s in zip(cmap, info.series):
         ax.plot(s.buckets, s.speedups, marker="o", markersize=3, color=colour, label=s.label, zorder=3)

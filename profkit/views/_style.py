@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 RC = {
     "font.size": 9, "axes.titlesize": 10, "axes.titleweight": "bold", "axes.labelsize": 9,
     "xtick.labelsize": 8, "ytick.labelsize": 8, "legend.fontsize": 7.5, "legend.frameon": False,
-    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
+    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "axes.axisbelow": True, "grid.alpha": 0.3,
     "grid.linewidth": 0.6, "lines.linewidth": 1.4, "lines.markersize": 4.5, "figure.dpi": 100,
     "savefig.dpi": 200, "svg.fonttype": "none",
 }
@@ -24,7 +24,8 @@ DPI = 200  # PNG resolution of the report and README figures
 SLOWER = "#c62828"     # slower than the default (flashinfer#3537)
 NEUTRAL = "#9e9e9e"
 ACCENT = "#1f4e79"
-PHASES = {"measure_s": "#1f77b4", "prep_s": "#ff7f0e", "jit_s": "#9467bd", "other_s": "#c7c7c7"}
+# Phases of tuning time in slate and brown, apart from the runner families below.
+PHASES = {"measure_s": "#37474f", "prep_s": "#90a4ae", "jit_s": "#8d6e63", "other_s": "#e0e0e0"}
 PHASE_LABELS = {"measure_s": "measure (candidates timed)", "prep_s": "runner prep (cuDNN plans)",
                 "jit_s": "JIT builds", "other_s": "other (inputs, bookkeeping)"}
 
@@ -86,6 +87,11 @@ def _tactic_order(tactic: str):
 def runner_colour(runner: str) -> tuple:
     """The runner's one colour (points, legends): the middle of its family."""
     return mpl.colormaps[_family(runner)](0.65)
+
+
+def series_colour(i: int, n: int):
+    """Line colour of series ``i`` of ``n`` (shapes, models): one dark slate when alone, tab10 otherwise."""
+    return "#37474f" if n == 1 else f"C{i % 10}"
 
 
 def runner_name(runner: str) -> str:

@@ -14,7 +14,7 @@ from profkit.analysis._frames import require
 from profkit.errors import ProfkitError
 from profkit.views._speedup import first_run_only
 from profkit.views._style import (PHASE_LABELS, PHASES, add_note, empty_axes, figure_and_axes, short_label,
-                                  styled)
+                                  series_colour, styled)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,10 +154,11 @@ def plot_tuning_value(value: pd.DataFrame, *, labels: Mapping[str, str] | None =
     if v.empty:
         empty_axes(ax, "no buckets with both a tuning time and a speedup")
         return fig
-    for i, ((op, shape), g) in enumerate(v.groupby(["op", "shape"], sort=True, observed=True)):
+    groups = list(v.groupby(["op", "shape"], sort=True, observed=True))
+    for i, ((op, shape), g) in enumerate(groups):
         g = g.sort_values("bucket")
         ax.plot(np.r_[0.0, g["cum_tuning_s"]], np.r_[0.0, g["cum_saved_us"]], drawstyle="steps-post",
-                color=f"C{i % 10}", label=f"{op}  {short_label(str(shape), labels)}")
+                color=series_colour(i, len(groups)), label=f"{op}  {short_label(str(shape), labels)}")
     ax.axhline(0, color="#444444", linewidth=0.8)
     ax.set_xlabel("cumulative tuning wall time (s), buckets in ascending order")
     ax.set_ylabel("saved per call, summed over\nbuckets so far (us)")
