@@ -10,14 +10,18 @@ uncompressed to a temporary file, then times, in the same run and on the same fi
 - bare read, bytes: ``for line in open(path, "rb")`` (the floor: no decoding);
 - ``profkit.read_log(path)``: every line split, classified and turned into tables.
 
-Prints lines/s of each and read_log's speed as a fraction of both bare reads. Each timing is the
-best of ``--repeat`` runs. No assertion: this is a measurement.
+Prints lines/s of each and read_log's speed as a fraction of both bare reads (target: >= 50% of
+the bare text read), then read_log's peak memory, measured in a fresh interpreter (its peak
+resident set while reading, less what it held before) beside the file's size (target: <= 3x).
+Each timing is the best of ``--repeat`` runs. No assertion: this is a measurement.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -62,6 +66,26 @@ def bare_bytes(path: Path) -> None:
             pass
 
 
+PEAK = """
+import sys
+import profkit
+
+def high_water():  # the process's peak resident set, from /proc (ru_maxrss would carry the parent's over exec)
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+before = high_water()
+profkit.read_log(sys.argv[1])
+print(high_water() - before)
+"""
+
+
+def peak_bytes(path: Path) -> int:
+    """Peak resident memory read_log adds while reading ``path``, in a fresh interpreter (Linux)."""
+    result = subprocess.run([sys.executable, "-c", PEAK, str(path)], capture_output=True, text=True, check=True)
+    return int(result.stdout.split()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, default=1_000_000)
@@ -77,12 +101,15 @@ def main() -> None:
         tables = []
         parse_s = best(lambda: tables.append(profkit.read_log(path)), args.repeat)
         t = tables[-1]
+        tables.clear()
+        peak = peak_bytes(path)
     print(f"synthetic log: {n:,} lines, {size_mb:.0f} MB, {len(t.runs)} runs, {len(t.candidates):,} candidates, "
           f"{len(t.winners):,} winners (from {args.log.relative_to(ROOT) if args.log.is_relative_to(ROOT) else args.log})")
     print(f"{'bare read, text':<22} {text_s:7.3f} s  {n / text_s / 1e6:6.2f} M lines/s")
     print(f"{'bare read, bytes':<22} {bytes_s:7.3f} s  {n / bytes_s / 1e6:6.2f} M lines/s")
     print(f"{'profkit.read_log':<22} {parse_s:7.3f} s  {n / parse_s / 1e6:6.2f} M lines/s")
     print(f"read_log speed = {text_s / parse_s:.0%} of a bare text read, {bytes_s / parse_s:.0%} of a bare bytes read")
+    print(f"read_log peak memory = {peak / 1e6:.0f} MB = {peak / (size_mb * 1e6):.2f}x the file's size")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
-"""The bulk path: plain candidate lines parsed a block of text at a time, with numpy and pyarrow.
+"""The bulk path: plain candidate lines parsed a block of bytes at a time.
 
 Most of a debug log is candidate lines of one shape (``<timestamp> - DEBUG - autotuner.py:N -
 flashinfer.jit: [Autotuner]: profiling <runner> <tactic>, shapes=<shapes>, avg_time <ms>``).
-:func:`plain_candidates` finds them in a block of bytes without a Python loop over lines: line
-ends, the fixed header, the runner's end, ", shapes=" and ", avg_time " are located with numpy;
-runner, tactic and shapes texts become dictionary codes (each distinct text kept once) and times
-are parsed by pyarrow. Every other line, and any line a test here rejects, goes to the reader's
-general path, so the bulk path only ever takes lines the general path would read the same way.
+:func:`plain_candidates` finds them in a block without a Python loop over lines: line ends and
+single-byte tests with numpy, the header, the runner's end, ", shapes=" and ", avg_time " with
+``bytes.startswith``/``find``/``rfind`` mapped over all lines at C speed; runner, tactic and shapes
+texts become codes into their distinct values (each text kept once). Every other line, and any
+line a test here rejects, goes to the reader's general path, so the bulk path only ever takes
+lines the general path would read the same way.
 :func:`feed` drives a :class:`~profkit.sources.logs.reader.Reader` over an input this way.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from itertools import repeat
 from typing import BinaryIO, Callable, Iterator
 
 import numpy as np
@@ -29,9 +31,6 @@ _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 # The candidate header after its timestamp, up to the runner's "<": learned once per block.
 _HEADER = re.compile(rb"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}( - [A-Z]+ - [^ \r\n]+ - flashinfer\.jit: "
                      rb"\[Autotuner\]: profiling <)", re.M)
-_TIMESTAMP_DIGITS = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22])
-_TIMESTAMP_MARKS = {4: b"-", 7: b"-", 10: b" ", 13: b":", 16: b":", 19: b","}
-_TIME = r"^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]{1,3})?$"
 _JIT_BYTES = g.JIT.encode()
 _SHAPES_BYTES = g.SHAPES.encode()  # ", shapes="
 _AVG_TIME_BYTES = g.AVG_TIME.encode()  # ", avg_time "
@@ -56,36 +55,32 @@ class PlainCandidates:
         return cls(empty, empty, [], empty, [], empty, [], np.zeros(0))
 
 
-def _gather(a: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    """``width`` bytes from each position in ``at`` (rows of a 2-D array)."""
-    return a[np.minimum(at[:, None] + np.arange(width), len(a) - 1)]
+def _found(method, pattern: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``method(pattern, start, end)`` (``bytes.find`` or ``rfind`` of the block) for each span, as an array."""
+    return np.fromiter(map(method, repeat(pattern), starts.tolist(), ends.tolist()), np.int64, len(starts))
 
 
 def _positions(a: np.ndarray, pattern: bytes, anchor: int) -> np.ndarray:
     """Start positions of ``pattern`` in ``a``, found from its byte at ``anchor`` (pick a rare one)."""
     at = np.flatnonzero(a == pattern[anchor]) - anchor
     at = at[(at >= 0) & (at + len(pattern) <= len(a))]
-    return at[(_gather(a, at, len(pattern)) == np.frombuffer(pattern, np.uint8)).all(axis=1)]
+    window = a[at[:, None] + np.arange(len(pattern))]
+    return at[(window == np.frombuffer(pattern, np.uint8)).all(axis=1)]
 
 
-def _lines_holding(at: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """For each position, the index of the line holding it (``ends`` are the lines' newline positions)."""
-    return np.searchsorted(ends, at)
-
-
-def _texts(data: bytes, spans: tuple[np.ndarray, np.ndarray]) -> pa.Array:
-    """The texts data[start:end] of increasing, non-overlapping spans, as one pyarrow string array."""
-    start, end = spans
-    if not len(start):
+def _texts(data: bytes, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The texts data[start:end] of increasing, non-overlapping spans (ASCII), as one pyarrow array."""
+    offsets = np.empty(2 * len(starts), dtype=np.int32)
+    offsets[0::2], offsets[1::2] = starts, ends
+    if not len(starts):
         return pa.array([], pa.string())
-    offsets = np.empty(2 * len(start), dtype=np.int32)
-    offsets[0::2], offsets[1::2] = start, end
-    # Values alternate: a span, then the text up to the next span (never read).
+    # Values alternate: a span, then the text up to the next span (never read, never copied).
     every = pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(data))
     return every.take(pa.array(np.arange(0, len(offsets), 2)))
 
 
 def _codes(texts: pa.Array) -> tuple[np.ndarray, list[str]]:
+    """Codes into the distinct texts (each kept once)."""
     encoded = texts.dictionary_encode()
     return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist()
 
@@ -93,9 +88,10 @@ def _codes(texts: pa.Array) -> tuple[np.ndarray, list[str]]:
 def plain_candidates(data: bytes, ends: np.ndarray) -> PlainCandidates:
     """The lines of ``data`` (newline positions ``ends``) that are plain candidate lines, parsed.
 
-    A plain line: ASCII, no ``\\r``, a well-formed timestamp, the block's commonest candidate header
-    (one " - flashinfer.jit: " in the line), a ``<runner>`` closed by the first "> ", a tactic, then
-    ", shapes=" and the last ", avg_time " followed by a decimal number.
+    A plain line: ASCII, no ``\\r``, starts "20", the block's commonest candidate header, no second
+    " - flashinfer.jit: ", a ``<runner>`` closed by the first "> ", a tactic, the first ", shapes=",
+    the last ", avg_time " and a number Python's float reads: the general path's own tests, run
+    over all lines of the block with numpy and C-level ``bytes.find``.
     """
     header = _HEADER.search(data)
     if header is None or not len(ends):
@@ -104,44 +100,45 @@ def plain_candidates(data: bytes, ends: np.ndarray) -> PlainCandidates:
     a = np.frombuffer(data, np.uint8)
     starts = np.concatenate(([0], ends[:-1] + 1))
     runner_at = starts + g.TIMESTAMP_LENGTH + len(head) - 1  # the "<"
-    ok = (ends - runner_at > 12) & (a[np.minimum(runner_at, len(a) - 1)] == ord("<"))
+    ok = (runner_at + 12 < ends) & (a[starts] == ord("2")) & (a[np.minimum(starts + 1, len(a) - 1)] == ord("0"))
+    ok[ok] = a[starts[ok] + 19] == ord(",")
+    odd_lines = np.searchsorted(ends, np.flatnonzero((a == ord("\r")) | (a >= 0x80)))
+    ok[odd_lines[odd_lines < len(ends)]] = False
     rows = np.flatnonzero(ok)
-    stamp = _gather(a, starts[rows], g.TIMESTAMP_LENGTH)
-    ok = ((stamp[:, _TIMESTAMP_DIGITS] >= ord("0")) & (stamp[:, _TIMESTAMP_DIGITS] <= ord("9"))).all(axis=1)
-    for at, mark in _TIMESTAMP_MARKS.items():
-        ok &= stamp[:, at] == mark[0]
-    rows = rows[ok]
-    rows = rows[(_gather(a, starts[rows] + g.TIMESTAMP_LENGTH, len(head)) == np.frombuffer(head, np.uint8)).all(axis=1)]
-    bad = np.zeros(len(ends), dtype=bool)
-    bad[_lines_holding(np.flatnonzero((a == ord("\r")) | (a >= 0x80)), ends)] = True
-    jit_lines = _lines_holding(_positions(a, _JIT_BYTES, 16), ends)  # anchored on the "j"
-    bad[jit_lines[np.flatnonzero(np.diff(jit_lines) == 0)]] = True  # a second header in the line
-    rows = rows[~bad[rows]]
-    # The runner ends at the first "> " after its "<".
-    closes = _positions(a, b"> ", 0)
-    k = np.searchsorted(closes, runner_at[rows])
-    close = closes[np.minimum(k, len(closes) - 1)] if len(closes) else np.full(len(rows), -1)
-    keep = (k < len(closes)) & (close < ends[rows])
-    rows, close = rows[keep], close[keep]
-    # The first ", shapes=" after the runner, with a tactic before it.
-    marks = _positions(a, _SHAPES_BYTES, 8)  # anchored on the "="
-    k = np.searchsorted(marks, close + 2)
-    shapes_at = marks[np.minimum(k, len(marks) - 1)] if len(marks) else np.full(len(rows), -1)
-    # The last ", avg_time " ends at the line's last space (a time has none).
-    spaces = np.flatnonzero(a == ord(" "))
-    last_space = spaces[np.searchsorted(spaces, ends[rows]) - 1]
-    avg_at = last_space + 1 - len(_AVG_TIME_BYTES)
-    keep = (k < len(marks)) & (shapes_at > close + 2) & (avg_at > shapes_at) & (last_space + 1 < ends[rows]) \
-        & (_gather(a, avg_at, len(_AVG_TIME_BYTES)) == np.frombuffer(_AVG_TIME_BYTES, np.uint8)).all(axis=1)
-    rows, close, shapes_at, avg_at = rows[keep], close[keep], shapes_at[keep], avg_at[keep]
-    times = _texts(data, (avg_at + len(_AVG_TIME_BYTES), ends[rows]))
-    keep = pc.match_substring_regex(times, _TIME).to_numpy(zero_copy_only=False)
-    rows, close, shapes_at, avg_at = rows[keep], close[keep], shapes_at[keep], avg_at[keep]
-    time_ms = pc.cast(times.filter(pa.array(keep)), pa.float64()).to_numpy(zero_copy_only=False)
-    runner, runners = _codes(_texts(data, (runner_at[rows], close + 1)))
-    tactic, tactics = _codes(_texts(data, (close + 2, shapes_at)))
-    shape, shapes = _codes(_texts(data, (shapes_at + len(_SHAPES_BYTES), avg_at)))
+    rows = rows[np.fromiter(map(data.startswith, repeat(head), (starts[rows] + g.TIMESTAMP_LENGTH).tolist()), bool,
+                            len(rows))]
+    jit_lines = np.searchsorted(ends, _positions(a, _JIT_BYTES, _JIT_BYTES.index(b"j")))
+    twice = np.zeros(len(ends) + 1, dtype=bool)
+    twice[jit_lines[1:][np.diff(jit_lines) == 0]] = True  # a line with a second record header
+    rows = rows[~twice[rows]]
+    line_end = ends[rows]
+    close = _found(data.find, b"> ", runner_at[rows], line_end)
+    keep = close > 0
+    rows, close, line_end = rows[keep], close[keep], line_end[keep]
+    shapes_at = _found(data.find, _SHAPES_BYTES, close + 2, line_end)
+    avg_at = _found(data.rfind, _AVG_TIME_BYTES, close + 2, line_end)
+    keep = (shapes_at > close + 2) & (avg_at > shapes_at)
+    rows, close, line_end, shapes_at, avg_at = rows[keep], close[keep], line_end[keep], shapes_at[keep], avg_at[keep]
+    times = _texts(data, avg_at + len(_AVG_TIME_BYTES), line_end)
+    try:
+        time_ms = pc.cast(times, pa.float64()).to_numpy(zero_copy_only=False)
+    except pa.ArrowInvalid:  # a time pyarrow does not read: Python's float decides, line by line
+        parsed = [_float(text) for text in times.to_pylist()]
+        keep = np.array([value is not None for value in parsed], dtype=bool)
+        rows, close, shapes_at, avg_at = rows[keep], close[keep], shapes_at[keep], avg_at[keep]
+        time_ms = np.array([value for value in parsed if value is not None], dtype=np.float64)
+    runner, runners = _codes(_texts(data, runner_at[rows], close + 1))
+    tactic, tactics = _codes(_texts(data, close + 2, shapes_at))
+    shape, shapes = _codes(_texts(data, shapes_at + len(_SHAPES_BYTES), avg_at))
     return PlainCandidates(rows, runner, runners, tactic, tactics, shape, shapes, time_ms)
+
+
+def _float(text: str) -> float | None:
+    """A time as the general path reads it, None when Python's float does not read it."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 # -- driving a reader ------------------------------------------------------------------------------
@@ -188,6 +185,8 @@ def feed(reader: Reader, item: inputs.Input, progress: Callable[[int], object] |
                         replaced += 1
                     reader.line(lineno + i + 1, text)
 
+            runner_codes = np.array([reader.cands.code(text) for text in plain.runners], dtype=np.int64)
+            tactics = np.array(plain.tactics, dtype=object)
             done = 0
             for first, stop in _segments(plain):
                 row = int(plain.rows[first])
@@ -202,8 +201,7 @@ def feed(reader: Reader, item: inputs.Input, progress: Callable[[int], object] |
                 if first < stop:
                     reader.candidate_block(
                         range(lineno + int(plain.rows[first]) + 1, lineno + int(plain.rows[stop - 1]) + 2),
-                        [reader.cands.code(plain.runners[c]) for c in plain.runner[first:stop].tolist()],
-                        [plain.tactics[c] for c in plain.tactic[first:stop].tolist()],
+                        runner_codes[plain.runner[first:stop]].tolist(), tactics[plain.tactic[first:stop]].tolist(),
                         plain.time_ms[first:stop].tolist())
                 done = int(plain.rows[stop - 1]) + 1
             general(done, lines)
