@@ -275,3 +275,17 @@ def test_shipped_verify_tables_are_complete():
         per_m = t.groupby(["op", "shape", "m"])
         assert per_m["winner"].sum().eq(1).all() and per_m["default"].sum().eq(1).all()
         assert np.all(t["serving_p10_ms"] <= t["serving_ms"]) and np.all(t["serving_ms"] <= t["serving_p90_ms"])
+
+
+def test_policy_table_counts_per_policy_and_sums_tuning_time():
+    rows = [cand(1, "A", "0", 0.9, (0.8, 0.79, 0.81), winner=True), cand(1, "D", "-1", 1.0, (1.0, 0.99, 1.01), default=True),
+            cand(2, "A", "0", 0.9, (1.2, 1.19, 1.21), winner=True), cand(2, "D", "-1", 1.0, (1.0, 0.99, 1.01), default=True)]
+    graph = verify_rows(rows).assign(policy="v2-graph")
+    eager = verify_rows(rows[:2]).assign(policy="v2-eager")
+    tuning = pd.DataFrame({"policy": ["v2-graph", "v2-graph", "v2-eager"], "op": ["gemm"] * 3, "tuning_s": [10.0, 5.0, 7.0]})
+    from profkit.analysis.verify import policy_table
+
+    table = policy_table(pd.concat([graph, eager]), tuning).set_index("policy")
+    assert (table.loc["v2-graph", "slower"], table.loc["v2-graph", "faster"]) == (1, 1)
+    assert table.loc["v2-graph", "tuning_s"] == 15.0 and table.loc["v2-eager", "tuning_s"] == 7.0
+    assert (table.loc["v2-eager", "buckets"], table.loc["v2-eager", "slower"]) == (1, 0)

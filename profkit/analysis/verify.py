@@ -4,7 +4,7 @@
 its winner and the default (runners[0], tactic -1) in a CUDA graph with rotating inputs: the
 *serving* time, beside the tuner's own time of the same candidate. This module is the pure part:
 which candidates to time (:func:`verify_plan`), and what the timings say (:func:`bucket_verdicts`,
-:func:`op_summary`, :func:`repair_picks`, :func:`predict_step_from_verify`).
+:func:`op_summary`, :func:`policy_table`, :func:`repair_picks`, :func:`predict_step_from_verify`).
 
 Noise: a serving time carries the p10-p90 band of its graph replays. The pick is *faster* than the
 default when its p90 is below the default's p10, *slower* when its p10 is above the default's p90,
@@ -40,6 +40,11 @@ REPAIR_COLUMNS = {
     "run_id": "string", "op": "string", "shape": "string", "bucket": "Int64", "runner": "string",
     "tactic": "string", "file_key": "string", "serving_ms": "float64", "default_ms": "float64",
     "tuner_runner": "string", "tuner_tactic": "string", "reason": "string",
+}
+POLICY_COLUMNS = {
+    "policy": "string", "op": "string", "shapes": "Int64", "buckets": "Int64", "slower": "Int64", "faster": "Int64",
+    "within_noise": "Int64", "median_serving_speedup": "float64", "median_regret": "float64",
+    "tuning_s": "float64",
 }
 STEP_COLUMNS = {
     "op": "string", "tokens": "Int64", "layers": "Int64", "state": "string",
@@ -172,6 +177,35 @@ def op_summary(verdicts: pd.DataFrame, *, at_bucket_only: bool = True) -> pd.Dat
                      "median_serving_speedup": g["serving_speedup"].median(),
                      "median_regret": g["regret"].median(), "median_rank_agreement": g["rank_agreement"].median()})
     return conform(pd.DataFrame(rows), SUMMARY_COLUMNS) if rows else empty(SUMMARY_COLUMNS)
+
+
+def policy_table(verify: pd.DataFrame, tuning_s: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per measurement policy and op: how its picks fare in serving, and what its tuning cost.
+
+    Args:
+        verify: verify tables with a ``policy`` column (one policy per tuning method).
+        tuning_s: optional rows of (policy, op, tuning_s): wall seconds of each tuning call; they
+            are summed per policy and op.
+
+    Returns:
+        One row per (policy, op): shapes, buckets (each at its own M), slower / faster /
+        within_noise (the pick against the default in serving), median_serving_speedup,
+        median_regret (against the serving-best of the timed candidates) and tuning_s.
+    """
+    require(verify, ("policy",), "verify")
+    rows = []
+    for policy, table in verify.groupby("policy", sort=True):
+        summary = op_summary(bucket_verdicts(table))
+        for row in summary.itertuples(index=False):
+            spent = np.nan
+            if tuning_s is not None and len(tuning_s):
+                sel = tuning_s[(tuning_s["policy"] == policy) & (tuning_s["op"] == row.op)]
+                spent = float(sel["tuning_s"].sum()) if len(sel) else np.nan
+            rows.append({"policy": policy, "op": row.op, "shapes": table[table["op"] == row.op]["shape"].nunique(),
+                         "buckets": row.buckets, "slower": row.slower, "faster": row.faster,
+                         "within_noise": row.within_noise, "median_serving_speedup": row.median_serving_speedup,
+                         "median_regret": row.median_regret, "tuning_s": spent})
+    return conform(pd.DataFrame(rows), POLICY_COLUMNS) if rows else empty(POLICY_COLUMNS)
 
 
 def repair_picks(verify: pd.DataFrame) -> pd.DataFrame:

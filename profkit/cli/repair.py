@@ -15,7 +15,7 @@ EXAMPLES = """examples:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("verify", nargs="+", type=Path, help="verify.parquet files (profkit verify)")
+    p.add_argument("verify", nargs="+", type=Path, help="verify.parquet files, or folders holding them (profkit verify)")
     p.add_argument("--like", type=Path, action="append", default=[],
                    help="the capture's FlashInfer cache file: _metadata and measurement policies are taken "
                         "from it (default: the running FlashInfer's metadata)")
@@ -23,20 +23,11 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    import pandas as pd
-
-    from profkit import schema
     from profkit.analysis.verify import repair_picks
-    from profkit.errors import ProfkitError
+    from profkit.sources.verify import read_verify
     from profkit.views.repair import cache_file
 
-    frames = []
-    for path in args.verify:
-        try:
-            frames.append(schema.conform(pd.read_parquet(path), "verify"))
-        except (OSError, ValueError) as exc:
-            raise ProfkitError(f"{path}: not a verify table ({exc})") from exc
-    picks = repair_picks(pd.concat(frames, ignore_index=True))
+    picks = repair_picks(read_verify(*args.verify))
     like: dict = {}
     for path in args.like:
         like.update(json.loads(path.read_text()))

@@ -1,0 +1,32 @@
+"""Read ``profkit verify`` tables: every ``verify.parquet`` under a path, stacked and checked."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from profkit import schema
+from profkit.errors import ProfkitError
+
+
+def read_verify(*paths: str | os.PathLike) -> pd.DataFrame:
+    """The verify table of every ``verify.parquet`` file given or found under the given folders.
+
+    Each row gains ``source`` (the file it came from). Raises ProfkitError naming a file that is
+    not a verify table, or the paths when none holds one.
+    """
+    files = []
+    for path in map(Path, paths):
+        files += [path] if path.is_file() else sorted(path.rglob("verify.parquet"))
+    if not files:
+        raise ProfkitError(f"no verify.parquet under {', '.join(map(str, paths))}")
+    frames = []
+    for file in files:
+        try:
+            frame = schema.conform(pd.read_parquet(file), "verify")
+        except (OSError, ValueError, ProfkitError) as exc:
+            raise ProfkitError(f"{file}: not a profkit verify table ({exc})") from exc
+        frames.append(frame.assign(source=str(file)))
+    return pd.concat(frames, ignore_index=True)
