@@ -15,7 +15,8 @@ _UNITS = (("_ms", "ms"), ("_us", "us"), ("_s", "s"), ("_pct", "%"), ("_tok_s", "
 
 
 def number(value, *, digits: int = 4) -> str:
-    """A float for people: ``digits`` significant digits, thousands grouped, millions as ``3.71 M``.
+    """A number for people: ints as written (M=2560); floats to ``digits`` significant digits,
+    thousands grouped, millions as ``3.71 M``.
 
     ``inf`` reads "never" (a break-even that never comes); NaN and NA read "".
     """
@@ -24,7 +25,7 @@ def number(value, *, digits: int = 4) -> str:
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
     if isinstance(value, (int, np.integer)):
-        return f"{int(value):,}"
+        return str(int(value))  # buckets, tokens and counts read as written (M=2560)
     if not isinstance(value, (float, np.floating)):
         return str(value)
     if math.isnan(value):

@@ -254,7 +254,7 @@ def low_latency_lines(ctx: ReportContext) -> list[str]:
         m = int(r.between["m"].min())
         b = _only(r.between, "m", m)
         lines.append(f"Outside tuning (CUDA graph, rotating inputs) at M={m}: tuned vs untuned "
-                     f"{b['speedup'].min():.2f}-{b['speedup'].max():.2f}x over {_count(len(b), 'shape')}.")
+                     f"{b['speedup'].min():.2f}-{b['speedup'].max():.2f}x over {len(b)} (op, shape) pairs.")
     tuned = _only(r.step_measured, "state", "tuned") if len(r.step_measured) else r.step_measured
     if len(tuned):
         dec = tuned[((tuned["phase"] == "decode") & (tuned["tokens"] <= 8)).fillna(False).to_numpy(dtype=bool)]
@@ -422,7 +422,7 @@ def step_section(ctx: ReportContext) -> Section | None:
     text = (f"Each state against untuned: tuned ran in the same process after the tuning pass, cache in a fresh "
             f"process that loaded its cache.json, torch with plain torch linears. Tuned vs untuned: "
             f"{tuned['delta_pct'].min():+.1f}% to {tuned['delta_pct'].max():+.1f}% (median "
-            f"{tuned['delta_pct'].median():+.1f}%) over {_count(len(tuned), 'size')}; {int(tuned['slower'].sum())} "
+            f"{tuned['delta_pct'].median():+.1f}%) over {len(tuned)} (model, dtype, size) points; {int(tuned['slower'].sum())} "
             "slower beyond noise (noise = the larger max-min spread of the two states' repetitions).") \
         if len(tuned) else ""
     tables = [Table(m[["model", "dtype", "phase", "tokens", "state", "step_ms", "baseline_ms", "delta_pct",
