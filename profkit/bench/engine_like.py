@@ -105,11 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         agree = bool(len(result)) and bool(result["candidates_equal"].all() and result["winners_equal"].all())
         print(json.dumps({"ranks_ops": len(result), "all_agree": agree}))
         return 0 if agree else 1
+    from profkit.bench.graphs import no_cuda
+
+    if no_cuda("profkit engine_like"):
+        return 2
     import torch
 
-    if not torch.cuda.is_available():
-        print("profkit engine_like: a CUDA GPU is needed (torch.cuda.is_available() is False)", file=sys.stderr)
-        return 2
     Path(args.logs).mkdir(parents=True, exist_ok=True)
     context = multiprocessing.get_context("spawn")
     together = torch.cuda.device_count() >= args.ranks  # ranks sharing a GPU tune one after the other

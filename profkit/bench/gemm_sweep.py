@@ -28,10 +28,9 @@ BETWEEN_BUCKETS = (1, 3, 24, 100, 333, 1000, 3000)
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    import torch
+    from profkit.bench.graphs import no_cuda
 
-    if not torch.cuda.is_available():
-        print("profkit gemm sweep: a CUDA GPU is needed (torch.cuda.is_available() is False)", file=sys.stderr)
+    if no_cuda("profkit gemm sweep"):
         return 2
     import pandas as pd
 

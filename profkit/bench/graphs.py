@@ -1,10 +1,19 @@
-"""CUDA-graph timing shared by the GPU programs: warm eagerly, capture once, time each replay."""
+"""Shared by the GPU programs: the no-GPU exit, and CUDA-graph timing (warm eagerly, capture once, time replays)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 import torch
+
+
+def no_cuda(program: str) -> bool:
+    """True (after one line on stderr naming ``program``) when this machine has no CUDA GPU."""
+    if torch.cuda.is_available():
+        return False
+    print(f"{program}: a CUDA GPU is needed (torch.cuda.is_available() is False on this machine)", file=sys.stderr)
+    return True
 
 
 def graph_replay_ms(fn: Callable[[], object], *, replays: int, warmups: int = 1) -> list[float]:

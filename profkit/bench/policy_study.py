@@ -43,11 +43,11 @@ def tuning_context(name: str):
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    import torch
+    from profkit.bench.graphs import no_cuda
 
-    if not torch.cuda.is_available():
-        print("profkit policy study: a CUDA GPU is needed (torch.cuda.is_available() is False)", file=sys.stderr)
+    if no_cuda("profkit policy study"):
         return 2
+    import torch
     from flashinfer.autotuner import AutoTuner
 
     import profkit

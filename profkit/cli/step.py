@@ -41,11 +41,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    import torch
+    from profkit.bench.graphs import no_cuda
 
-    if not torch.cuda.is_available():
-        print("profkit step: a CUDA GPU is needed (torch.cuda.is_available() is False on this machine)",
-              file=sys.stderr)
+    if no_cuda("profkit step"):
         return 2
     from profkit.bench.step import run_step
 

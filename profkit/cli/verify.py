@@ -24,11 +24,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    import torch
+    from profkit.bench.graphs import no_cuda
 
-    if not torch.cuda.is_available():
-        print("profkit verify: a CUDA GPU is needed (torch.cuda.is_available() is False on this machine)",
-              file=sys.stderr)
+    if no_cuda("profkit verify"):
         return 2
     from profkit.bench.verify import run as verify
 
