@@ -157,7 +157,9 @@ def advise(tables, *, verify: pd.DataFrame | None = None, budget_s: float | None
     buckets = buckets.assign(tuned=[(op not in selection.skip and b in selection.buckets)
                                     for op, b in zip(buckets["op"], buckets["bucket"])])
     all_buckets = set(int(b) for b in buckets["bucket"])
-    tuning_buckets = None if selection.buckets >= all_buckets else tuple(sorted(selection.buckets))
+    every_op_skipped = selection.skip >= set(buckets["op"])
+    tuning_buckets = (None if selection.buckets >= all_buckets or every_op_skipped
+                      else tuple(sorted(selection.buckets)))
     ops = _op_table(buckets, overhead, selection, gain_source=_source(verify))
     budget = (f"at most {budget_s:g} s of tuning" if budget_s is not None else
               f"at most {max_slowdown_pct:g}% slower than full tuning" if max_slowdown_pct is not None else
@@ -167,6 +169,28 @@ def advise(tables, *, verify: pd.DataFrame | None = None, budget_s: float | None
                 blocklist=_blocklist(blocked, selection.skip), budget=budget, gain_source=_source(verify),
                 metadata=dict(metadata) if metadata else metadata_from_runs(tables.runs),
                 notes=_notes(ops, buckets, blocked, selection))
+
+
+FRONTIER_COLUMNS = {
+    "max_slowdown_pct": "float64", "full_s": "float64", "planned_s": "float64", "ratio": "float64",
+    "cost_pct": "float64", "skip_ops": "string", "tuning_buckets": "string", "n_blocked": "Int64",
+}
+
+
+def budget_frontier(tables, *, slowdowns=(0.0, 0.5, 1.0, 2.0, 5.0), **kwargs) -> pd.DataFrame:
+    """What each "at most Y% slower" budget buys: one row per budget (FRONTIER_COLUMNS).
+
+    ``kwargs`` go to :func:`advise` (verify, mix, metadata, rel_threshold).
+    """
+    rows = []
+    for pct in slowdowns:
+        p = advise(tables, max_slowdown_pct=pct, **kwargs)
+        rows.append({"max_slowdown_pct": pct, "full_s": p.full_s, "planned_s": p.planned_s,
+                     "ratio": p.full_s / p.planned_s if p.planned_s > 0 else np.inf, "cost_pct": p.cost_pct,
+                     "skip_ops": ",".join(p.skip_ops),
+                     "tuning_buckets": "default" if p.tuning_buckets is None else ",".join(map(str, p.tuning_buckets)),
+                     "n_blocked": sum(len(v) for v in p.blocklist.values())})
+    return conform(pd.DataFrame(rows), FRONTIER_COLUMNS)
 
 
 def tactic_verdicts(candidates: pd.DataFrame, *, rel_threshold: float = 0.02) -> pd.DataFrame:

@@ -51,7 +51,7 @@ def run(args) -> int:
     import pandas as pd
 
     from profkit import load
-    from profkit.analysis.advise import advise
+    from profkit.analysis.advise import advise, budget_frontier
     from profkit.errors import ProfkitError
     from profkit.views import advise as writers
 
@@ -64,11 +64,12 @@ def run(args) -> int:
             raise ProfkitError(f"--verify: cannot read {', '.join(map(str, args.verify))} ({exc})") from exc
     plan = advise(tables, verify=verify, budget_s=args.budget_s, max_slowdown_pct=args.max_slowdown, mix=args.mix,
                   metadata=_cache_metadata(args.cache, args.capture))
+    frontier = budget_frontier(tables, verify=verify, mix=args.mix, metadata=plan.metadata)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     blocklist = (out / "blocklist.json").resolve()
     files = {
-        "plan.md": writers.plan_markdown(plan),
+        "plan.md": writers.plan_markdown(plan, frontier),
         "plan.py": writers.python_snippet(plan, str(blocklist)),
         "blocklist.json": writers.blocklist_json(plan),
         "sglang_flags.txt": writers.sglang_flags(plan, str(blocklist)),
@@ -79,6 +80,9 @@ def run(args) -> int:
     print(writers.plan_text(plan))
     for verdict in plan.ops["verdict"]:
         print(f"- {verdict}")
+    print("other budgets (at most Y% slower per pass):")
+    print(frontier[["max_slowdown_pct", "planned_s", "ratio", "cost_pct", "skip_ops", "tuning_buckets"]]
+          .round(2).to_string(index=False))
     print(f"profkit advise: {plan!r} -> {out}", file=sys.stderr)
     return 0
 

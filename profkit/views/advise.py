@@ -124,8 +124,8 @@ def vllm_env(plan: Plan, blocklist_path: str = "blocklist.json") -> str:
     return "\n".join(lines) + "\n"
 
 
-def plan_markdown(plan: Plan) -> str:
-    """plan.md: the table, the switches, what is blocked and why, and the plan's caveats."""
+def plan_markdown(plan: Plan, frontier: pd.DataFrame | None = None) -> str:
+    """plan.md: the table, the switches, what is blocked and why, other budgets (``budget_frontier``), caveats."""
     out = [f"# Tuning plan ({plan.budget})", "",
            f"Gains by {plan.gain_source} timings; costs from the capture's tuning table; one pass = "
            "one call of every captured shape at every bucket (or at the batch-size mix).", "",
@@ -135,6 +135,10 @@ def plan_markdown(plan: Plan) -> str:
             f"- `skip_ops`: {', '.join(plan.skip_ops) if plan.skip_ops else 'none'}",
             f"- `tuning_buckets`: {'FlashInfer default' if plan.tuning_buckets is None else list(plan.tuning_buckets)}",
             f"- blocklist: {_blocked_summary(plan)}", ""]
+    if frontier is not None and len(frontier):
+        shown = frontier.assign(ratio=frontier["ratio"].round(1), planned_s=frontier["planned_s"].round(1),
+                                full_s=frontier["full_s"].round(1), cost_pct=frontier["cost_pct"].round(2))
+        out += ["## Other budgets (at most Y% slower per pass)", "", "```text", shown.to_string(index=False), "```", ""]
     if plan.notes:
         out += ["## Caveats", ""] + [f"- {n}" for n in plan.notes] + [""]
     return "\n".join(out)
