@@ -284,17 +284,25 @@ def glance(ctx: ReportContext) -> Section:
     q1 = tuning_time_lines(ctx) or ["No tuning rows in the data."]
     off = ["Yes. In the engines: SGLang `--disable-flashinfer-autotune`, vLLM `--no-enable-flashinfer-autotune`. "
            "Untuned, FlashInfer runs each op's `runners[0]` with tactic -1 (the default), so turning tuning off "
-           "gives up exactly the winner-over-default speedup:"]
+           "gives up exactly the winner-over-default speedup" + (":" if len(r.speedups) else
+                                                                  "; this data has no default timing (e.g. "
+                                                                  "read from logs), so what off costs is unknown here.")]
     off += speedup_lines(ctx) + serving_lines(ctx)
-    q3 = low_latency_lines(ctx) or ["No buckets at or below 8 in the data."]
-    see_off = [ctx.figure("speedup")] + ([ctx.figure("kernel_vs_e2e")] if len(r.e2e) else [])
-    see_low = [ctx.figure("step_change")] if len(r.step_measured) else [ctx.figure("speedup")]
-    blocks = [("How long does tuning take?", q1, [ctx.figure("tuning_time")]),
+    q3 = low_latency_lines(ctx) or ["Unknown from this data: no bucket at or below 8 has its default timed, and "
+                                    "there are no op timings or step results."]
+    # Link only the figures this data draws.
+    see_time = [ctx.figure("tuning_time")] if len(r.breakdown) else []
+    see_off = ([ctx.figure("speedup")] if len(r.speedups) else []) + (
+        [ctx.figure("kernel_vs_e2e")] if len(r.e2e) else [])
+    see_low = [ctx.figure("step_change")] if len(r.step_measured) else [ctx.figure("speedup")] if len(r.speedups) \
+        else [ctx.figure("op_timings")] if len(r.between) else []
+    blocks = [("How long does tuning take?", q1, see_time),
               ("Can it be switched off, and what does off cost?", off, see_off),
               ("Does it help low-latency (small batch) cases?", q3, see_low)]
     text = []
     for question, lines, figures in blocks:
-        text += [f"**{question}** (figure: {', '.join(figures)})", ""] + [f"- {line}" for line in lines] + [""]
+        shown = f" (figure: {', '.join(figures)})" if figures else ""
+        text += [f"**{question}**{shown}", ""] + [f"- {line}" for line in lines] + [""]
     return Section("At a glance", "\n".join(text).strip())
 
 
@@ -316,10 +324,13 @@ def tactic_section(ctx: ReportContext) -> Section | None:
             f"the largest speedup ({top['speedup']:.3f}x at bucket {int(top['bucket'])}, shaded).",
             lambda: plot_candidates(ctx.data.tables.candidates, op=top["op"], shape=top["shape"],
                                     run_id=top["run_id"], highlight=int(top["bucket"]), labels=ctx.labels)))
+    omitted = () if len(r.speedups) else ("Every candidate of one shape: not drawn: it shows the shape of the largest "
+                                           "speedup, and no bucket had its default timed.",)
     winners = ctx.named(r.speedups[["op", "shape", "bucket", "runner", "tactic", "time_ms", "default_ms", "speedup",
                                     "noise_pct", "within_noise"]]) if len(r.speedups) else pd.DataFrame()
     tables = (Table(winners, "winners", sort_by="speedup", what="largest speedup first"),) if len(winners) else ()
-    return Section("Tactic choices", "What FlashInfer's autotuner picked, bucket by bucket.", tuple(figures), tables)
+    return Section("Tactic choices", "What FlashInfer's autotuner picked, bucket by bucket.", tuple(figures), tables,
+                   omitted)
 
 
 def speedup_section(ctx: ReportContext) -> Section | None:
@@ -819,7 +830,7 @@ def html_page(data, sections: Sequence[Section], pngs: dict) -> str:
                          f"<img alt='{esc(spec.title)}' src='{src}'><figcaption>{esc(spec.caption)}</figcaption>"
                          "</figure>")
         for note in s.omitted:
-            parts.append(f"<p class='note'>{esc(note)}</p>")
+            parts.append(f"<p class='note'>{_inline(esc(note))}</p>")
         for table in s.tables:
             if table.top:
                 parts.append(_format.display_frame(table.shown()).to_html(index=False, border=0, escape=True))
