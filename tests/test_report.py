@@ -133,6 +133,7 @@ def test_a_report_from_logs_says_what_it_does_not_know(tmp_path):
     md = (tmp_path / "out" / "index.md").read_text()
     glance = _section(md, "At a glance")
     assert "split into measuring and plan building is unknown" in glance and "0%" not in glance
+    assert "what off costs is unknown here" in glance and "#fig-speedup" not in glance  # no link to a missing figure
     assert "*Speedup: not drawn: no bucket had its default timed" in md
     assert "*Tuned vs untuned op timings: not drawn: the data has no op_timings.parquet.*" in md
     assert not {"speedup.png", "op_timings.png", "step_change.png"} & {p.name for p in files}
