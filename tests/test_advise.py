@@ -115,7 +115,7 @@ def test_op_whose_gains_are_all_within_noise_is_not_tuned(tables):
     assert plan.skip_ops == ("noise_op",)
     row = plan.ops.set_index("op").loc["noise_op"]
     assert row["decision"] == "skip" and row["planned_s"] == 0.0 and row["cost_ms"] == 0.0
-    assert row["verdict"].startswith("do not tune noise_op on this GPU")
+    assert row["verdict"].startswith("do not tune noise_op on this GPU: full tuning") and "buys 0.0 us" in row["verdict"]
     assert "noise_op" not in {k.split("::")[0] for k in plan.blocklist}
     assert plan.tuning_buckets is None  # gain_op's 10% gain is beyond noise at every bucket
 

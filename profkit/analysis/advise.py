@@ -94,6 +94,11 @@ class Plan:
     notes: tuple[str, ...] = field(default=())
 
     @property
+    def tuned_ops(self) -> tuple[str, ...]:
+        """Ops the plan still tunes."""
+        return tuple(op for op in self.ops["op"] if op not in self.skip_ops)
+
+    @property
     def full_s(self) -> float:
         return float(self.ops["full_s"].sum())
 
@@ -446,10 +451,13 @@ def _op_table(buckets: pd.DataFrame, overhead: dict, sel: _Selection, *, gain_so
 
 def _verdict(op: str, decision: str, full_s: float, gained_ms: float, pass_ms: float, source: str) -> str:
     pct = 100.0 * gained_ms / pass_ms if pass_ms > 0 else 0.0
-    bought = f"full tuning ({full_s:.1f} s) buys {1000 * gained_ms:.1f} us per pass ({pct:+.2f}%) by {source} timings"
+    bought = (f"full tuning ({full_s:.1f} s) buys {1000 * gained_ms:.1f} us per pass ({pct:+.2f}%) beyond noise, "
+              f"by {source} timings")
+    if decision == "skip" and gained_ms <= 0:
+        return f"do not tune {op} on this GPU: {bought}"
     if decision == "skip":
-        return f"do not tune {op} on this GPU: {bought} beyond noise"
-    return bought
+        return f"{op} left untuned to fit the budget: {bought}"
+    return f"{op}: {bought}"
 
 
 def _blocklist(blocked: pd.DataFrame, skip: set) -> dict[str, list]:

@@ -62,8 +62,7 @@ def python_snippet(plan: Plan, blocklist_path: str = "blocklist.json") -> str:
     """The Python call that tunes with the plan (checked against flashinfer-python 0.7.2.post1)."""
     lines = [f"# profkit advise: {plan.budget}; checked against {FLASHINFER_CHECKED}.",
              "# flashinfer.autotune(tune_mode, cache, tuning_buckets, round_up, skip_ops, ...): autotuner.py:835"]
-    tuned = [op for op in plan.ops["op"] if op not in plan.skip_ops]
-    if not tuned:
+    if not plan.tuned_ops:
         lines += [f"# Do not tune {', '.join(plan.skip_ops)} on this GPU: the default (runners[0], tactic -1)",
                   "# runs without any tuning pass, so no flashinfer.autotune(True) context is needed."]
         return "\n".join(lines) + "\n"
@@ -94,33 +93,32 @@ def blocklist_file(plan: Plan) -> dict:
 
 def sglang_flags(plan: Plan, blocklist_path: str = "blocklist.json") -> str:
     """SGLang server flags and environment for the plan."""
-    lines = [f"# profkit advise: {plan.budget}; checked against {SGLANG_CHECKED}."]
-    tuned = [op for op in plan.ops["op"] if op not in plan.skip_ops]
-    if not tuned:
-        return "\n".join(lines + ["--disable-flashinfer-autotune"]) + "\n"
-    if plan.blocklist:
-        lines.append(f"# environment (read by FlashInfer itself): FLASHINFER_TACTICS_BLOCKLIST={blocklist_path}")
-    if plan.tuning_buckets is not None:
-        lines.append("# SGLang passes no tuning_buckets to FlashInfer: the plan's bucket selection "
-                     f"{tuple(int(b) for b in plan.tuning_buckets)} cannot be applied through SGLang.")
-    if plan.skip_ops:
-        lines.append("--flashinfer-autotune-skip-ops " + " ".join(plan.skip_ops))
-    return "\n".join(lines) + "\n"
+    return _engine_text(plan, SGLANG_CHECKED, off="--disable-flashinfer-autotune",
+                        blocklist=f"# environment (read by FlashInfer itself): FLASHINFER_TACTICS_BLOCKLIST={blocklist_path}",
+                        skip="--flashinfer-autotune-skip-ops " + " ".join(plan.skip_ops),
+                        buckets="SGLang passes no tuning_buckets to FlashInfer")
 
 
 def vllm_env(plan: Plan, blocklist_path: str = "blocklist.json") -> str:
     """vLLM environment variables (a shell snippet) for the plan."""
-    lines = [f"# profkit advise: {plan.budget}; checked against {VLLM_CHECKED}."]
-    tuned = [op for op in plan.ops["op"] if op not in plan.skip_ops]
-    if not tuned:
-        return "\n".join(lines + ["# no tuning at all: vllm serve ... --no-enable-flashinfer-autotune"]) + "\n"
+    return _engine_text(plan, VLLM_CHECKED, off="# no tuning at all: vllm serve ... --no-enable-flashinfer-autotune",
+                        blocklist=f"export FLASHINFER_TACTICS_BLOCKLIST={blocklist_path}",
+                        skip=f"export VLLM_FLASHINFER_AUTOTUNE_SKIP_OPS={','.join(plan.skip_ops)}",
+                        buckets="VLLM_FLASHINFER_AUTOTUNE_TOKEN_SIZES picks dummy-forward sizes, not buckets")
+
+
+def _engine_text(plan: Plan, checked: str, *, off: str, blocklist: str, skip: str, buckets: str) -> str:
+    """An engine's lines: ``off`` when nothing is tuned, else the blocklist, skip and bucket lines that apply."""
+    lines = [f"# profkit advise: {plan.budget}; checked against {checked}."]
+    if not plan.tuned_ops:
+        return "\n".join(lines + [off]) + "\n"
     if plan.blocklist:
-        lines.append(f"export FLASHINFER_TACTICS_BLOCKLIST={blocklist_path}")
-    if plan.skip_ops:
-        lines.append(f"export VLLM_FLASHINFER_AUTOTUNE_SKIP_OPS={','.join(plan.skip_ops)}")
+        lines.append(blocklist)
     if plan.tuning_buckets is not None:
-        lines.append("# VLLM_FLASHINFER_AUTOTUNE_TOKEN_SIZES picks dummy-forward sizes, not buckets: the plan's "
-                     f"bucket selection {tuple(int(b) for b in plan.tuning_buckets)} cannot be applied through vLLM.")
+        lines.append(f"# {buckets}: the plan's bucket selection {tuple(int(b) for b in plan.tuning_buckets)} "
+                     "cannot be applied through this engine.")
+    if plan.skip_ops:
+        lines.append(skip)
     return "\n".join(lines) + "\n"
 
 
