@@ -7,8 +7,8 @@ Each writer names the version it was checked against:
   ``autotune(tune_mode, cache, tuning_buckets, round_up, skip_ops, cuda_graph_profile_replays)``
   (AT:835); ``FLASHINFER_TACTICS_BLOCKLIST`` is read once, when the AutoTuner singleton is created
   (AT:1576-1583); the file is ``{"_metadata": {...}, "invalid_tactics": {"op::RunnerClass":
-  [tactic, ...]}}`` (TB:154-195) and is skipped when a ``_metadata`` value differs from
-  ``_collect_metadata()`` unless it is ``"*"`` (TB:72-90).
+  [tactic, ...]}}`` (TB:151-198) and is skipped when a ``_metadata`` value differs from
+  ``_collect_metadata()`` unless it is ``"*"`` (TB:75-92).
 - SGLang: sgl-project/sglang @ 028ae083, ``python/sglang/srt/model_executor/runner/flashinfer_autotune.py``:
   ``get_flashinfer_autotune_skip_ops`` reads the server argument ``flashinfer_autotune_skip_ops``
   and ``flashinfer_autotune_context`` enters ``autotune(True, cache=..., skip_ops=skip_ops)``, with
