@@ -157,6 +157,13 @@ def test_serving_verdicts_override_the_tuner(tables):
     b = plan.buckets[plan.buckets["op"] == "gain_op"].set_index("bucket")
     assert b.loc[8, "gain_source"] == "serving" and b.loc[8, "noise_pct"] == pytest.approx(3.0)
     assert not b.loc[[1, 2, 4], "beyond_noise"].any()
+    # bucket_verdicts' own layout: shape labels, serving default_ms, rows between buckets (at_bucket False) ignored
+    between = verdicts.assign(serving_speedup=2.0, at_bucket=False)
+    own = pd.concat([verdicts.assign(at_bucket=True), between]).drop(columns=["n", "k"]).assign(
+        shape="N=4 K=8", default_ms=1.3)
+    same = advise(tables, verify=own)
+    assert same.tuning_buckets == (8,)
+    assert same.buckets.set_index(["op", "bucket"]).loc[("gain_op", 8), "tuned_ms"] == pytest.approx(1.0)
 
 
 def test_budgets_are_checked(tables):
