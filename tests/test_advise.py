@@ -254,6 +254,20 @@ def test_writers_name_the_switches_and_versions(tables):
     assert text.startswith("## Tuning plan") and [name for name, _ in figures] == ["advise-gain_op", "advise-noise_op"]
 
 
+def test_report_section_builder_fits_the_report(tables):
+    from types import SimpleNamespace
+
+    from profkit.views import report
+
+    section = writers.advise_report_section(SimpleNamespace(data=SimpleNamespace(tables=tables)))
+    assert isinstance(section, report.Section) and "do not tune noise_op" in section.text
+    assert [f.name for f in section.figures] == ["advise_gain_op", "advise_noise_op"]
+    assert section.figures[0].draw().axes
+    assert "planned" in report.markdown_table(section.tables[0]) and len(section.tables[1].frame) == 5
+    empty = SimpleNamespace(data=SimpleNamespace(tables=profkit.schema.Tables.empty()))
+    assert writers.advise_report_section(empty) is None
+
+
 @pytest.mark.parametrize("path", ["fp8", "bf16", "step/llama3-8b-bf16/capture"])
 def test_cli_on_shipped_data(path, tmp_path, capsys):
     out = tmp_path / "a"

@@ -186,3 +186,31 @@ def advise_section(plan: Plan) -> tuple[str, list[tuple[str, Figure]]]:
 def blocklist_json(plan: Plan) -> str:
     """:func:`blocklist_file` as JSON text."""
     return json.dumps(blocklist_file(plan), indent=2) + "\n"
+
+
+def advise_report_section(ctx):
+    """A section builder for :data:`profkit.views.report.SECTIONS`: the plan of the report's captures.
+
+    The plan is the one with no step cost beyond noise (by the tuner's timings), with the budgets
+    table beside it; None when the captures hold nothing to plan from.
+    """
+    from profkit.analysis.advise import advise, budget_frontier
+    from profkit.errors import ProfkitError
+    from profkit.views import report
+
+    try:
+        plan = advise(ctx.data.tables)
+        frontier = budget_frontier(ctx.data.tables, metadata=plan.metadata)
+    except ProfkitError:
+        return None
+    text = "\n".join([f"Gains by {plan.gain_source} timings, costs from the tuning table; one pass = one call of "
+                      "every captured shape at every bucket. `profkit advise` writes the switches.", ""]
+                     + [f"- {v}" for v in plan.ops["verdict"]] + [f"- {n}" for n in plan.notes])
+    figures = tuple(report.FigureSpec(f"advise_{op}", f"Tuning plan for {op}",
+                                      "Tuning seconds per bucket (dark: tuned by the plan, grey: left out) and the "
+                                      "step time per pass each bucket's tuning buys beyond noise.",
+                                      draw=lambda op=op: plot_plan(plan, op=op))
+                    for op in plan.ops["op"])
+    tables = (report.Table(plan_table(plan), "advise_plan"),
+              report.Table(frontier, "advise_budgets", what="at most Y% slower per pass"))
+    return report.Section("Tuning plan (profkit advise)", text, figures=figures, tables=tables)
