@@ -10,7 +10,7 @@ from flashinfer.tactics_blocklist import TacticsBlocklist
 
 import profkit
 import profkit.testing as T
-from profkit.analysis.advise import advise, autotune_arguments, metadata_from_runs
+from profkit.analysis.advise import advise, autotune_arguments, metadata_from_runs, plan_violations
 from profkit.cli import main
 from profkit.errors import ProfkitError
 from profkit.views import advise as writers
@@ -203,6 +203,9 @@ def test_blocklist_removes_exactly_the_named_tactics_in_a_tuning_run(tables, tmp
                if k.startswith("gain_op::") for t in ts}
     seen = lambda f: set(zip(f["runner"], f["tactic"]))  # noqa: E731
     assert seen(c[c["source"] == "flashinfer"]) == seen(before) - blocked
+    assert plan_violations(plan, cap.tables()).empty
+    found = plan_violations(plan, tables)  # the full tuning run did time them
+    assert set(found["what"]) == {"blocked tactic timed", "skipped op profiled"}
     assert NeverWins.prep_calls == 4  # get_valid_tactics still runs in every bucket: its prep is not saved
 
 
@@ -228,6 +231,9 @@ def test_plan_switches_tune_exactly_the_planned_buckets_and_ops(tables):
         tuning, candidates = cap.tuning, cap.candidates
         assert set(candidates["op"]) == {"gain_op"}
         assert sorted(candidates["bucket"].unique()) == [4, 8]
+        # this run set no blocklist: only the blocked tactics show up, no bucket or op outside the plan
+        assert set(plan_violations(plan, cap.tables())["what"]) == {"blocked tactic timed"}
+        assert "bucket not planned" in set(plan_violations(plan, tables)["what"])
         calls = tuning[tuning["kind"] == "call"].set_index("op")["status"]
         assert calls.loc["noise_op"] == "skipped"
         # outside the context FlashInfer maps M to its own bucket: 3 -> 4 (tuned), 2 -> 2 (not tuned: default)

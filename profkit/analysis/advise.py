@@ -524,3 +524,34 @@ def autotune_arguments(plan: Plan, blocklist_path: str | None = None) -> tuple[d
         kwargs["tuning_buckets"] = tuple(plan.tuning_buckets)
     env = {"FLASHINFER_TACTICS_BLOCKLIST": str(blocklist_path)} if plan.blocklist and blocklist_path else {}
     return kwargs, env
+
+
+VIOLATION_COLUMNS = {"op": "string", "shape": "string", "bucket": "Int64", "runner": "string", "tactic": "string",
+                     "what": "string", "n": "Int64"}
+
+
+def plan_violations(plan: Plan, tables) -> pd.DataFrame:
+    """What a tuning run captured that ``plan`` should have left out; empty when FlashInfer followed it.
+
+    Checks FlashInfer's own candidates: a blocked tactic timed ("blocked tactic timed"), a skipped
+    op profiled ("skipped op profiled"), a bucket outside ``tuning_buckets`` profiled ("bucket not
+    planned"). One row per (op, shape, bucket, runner, tactic, what) with the count.
+    """
+    import json
+
+    c = flashinfer_rows(tables.candidates)
+    if c.empty:
+        return conform(pd.DataFrame(), VIOLATION_COLUMNS)
+    c = c.assign(shape=shapes_of(c).to_numpy())
+    blocked = {(key.split("::", 1)[0], key.split("::", 1)[1], json.dumps(t, separators=(", ", ": ")))
+               for key, ts in plan.blocklist.items() for t in ts}
+    what = pd.Series(pd.NA, index=c.index, dtype="string")
+    triples = list(zip(c["op"], c["runner"], c["tactic"].astype("string")))
+    what[[t in blocked for t in triples]] = "blocked tactic timed"
+    if plan.tuning_buckets is not None:
+        outside = ~c["bucket"].isin(plan.tuning_buckets) & ~c["op"].isin(plan.skip_ops)
+        what[outside.to_numpy(dtype=bool)] = "bucket not planned"
+    what[c["op"].isin(plan.skip_ops).to_numpy(dtype=bool)] = "skipped op profiled"
+    bad = c.assign(what=what)[what.notna().to_numpy(dtype=bool)]
+    out = bad.groupby(["op", "shape", "bucket", "runner", "tactic", "what"], observed=True).size()
+    return conform(out.rename("n").reset_index(), VIOLATION_COLUMNS)
