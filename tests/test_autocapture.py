@@ -178,10 +178,10 @@ def small_capture():
 
 
 def test_a_corrupt_file_is_named_and_skipped(tmp_path, small_capture):
-    autocapture.ProcessWriter(tmp_path).write(small_capture)
+    autocapture.ProcessWriter(tmp_path).append(small_capture)
     second = autocapture.ProcessWriter(tmp_path)
-    second.write(small_capture)
-    (second.folder / "gen-000001" / "candidates.parquet").write_bytes(b"PAR1 not really")
+    second.append(small_capture)
+    (second.folder / "seg-000001" / "candidates.parquet").write_bytes(b"PAR1 not really")
     with pytest.warns(UserWarning, match=r"skipped 1 unreadable file\(s\).*candidates\.parquet"):
         tables = profkit.load(tmp_path)
     assert len(tables.problems) == 1 and str(second.folder) in tables.problems[0]
@@ -190,14 +190,14 @@ def test_a_corrupt_file_is_named_and_skipped(tmp_path, small_capture):
     assert "could not be read" in repr(tables)
 
 
-def test_a_reader_never_sees_a_half_written_generation(tmp_path, small_capture):
+def test_a_reader_never_sees_a_half_written_segment(tmp_path, small_capture):
     writer = autocapture.ProcessWriter(tmp_path)
-    writer.write(small_capture)
+    writer.append(small_capture)
     stop = threading.Event()
 
     def keep_writing():  # a tuning call every 20 ms: faster than any real one
         while not stop.wait(0.02):
-            writer.write(small_capture)
+            writer.append(small_capture)
 
     thread = threading.Thread(target=keep_writing)
     thread.start()
@@ -206,11 +206,13 @@ def test_a_reader_never_sees_a_half_written_generation(tmp_path, small_capture):
         reads = 0
         while time.monotonic() < deadline:
             tables = profkit.load(tmp_path)
-            assert tables.problems == () and len(tables.candidates) == len(small_capture.candidates)
+            assert tables.problems == () and len(tables.candidates) % len(small_capture.candidates) == 0
+            assert len(tables.winners) == len(tables.candidates) // len(small_capture.candidates) * len(
+                small_capture.winners)
             reads += 1
     finally:
         stop.set()
         thread.join()
-    assert reads > 3 and writer.generation > 3
+    assert reads > 3 and writer.segments > 3
     kept = sorted(p.name for p in writer.folder.iterdir())
-    assert kept == [f"gen-{writer.generation - 1:06d}", f"gen-{writer.generation:06d}"]  # older ones removed
+    assert kept == [f"seg-{n:06d}" for n in range(1, writer.segments + 1)]  # nothing rewritten, no .tmp left

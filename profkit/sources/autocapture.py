@@ -5,9 +5,9 @@ wrap them in ``with profkit.capture():``. Instead (as coverage.py measures subpr
 Python process started with this module's environment runs a start-up hook
 (``_bootstrap/sitecustomize.py``) that waits for FlashInfer's import and only then opens a
 process-lifetime :class:`~profkit.sources.capture.Capture`. After every tuning call ends, the
-process's tables are written as a new numbered generation under
-``<out>/<host>-pid<pid>[-rank<rank>]/``, atomically (a finished temporary folder is renamed),
-so a server that is killed or never exits still leaves every finished call on disk.
+rows it added are appended as a new numbered segment under ``<out>/<host>-pid<pid>[-rank<rank>]/``
+(:class:`ProcessWriter`: atomic, fsynced, cost independent of the run's size), so a server that
+is killed or never exits still leaves every finished call on disk.
 :func:`profkit.load` reads such a directory. Processes that never import FlashInfer, or never
 tune, write nothing.
 """
@@ -15,6 +15,7 @@ tune, write nothing.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import os
 import shutil
@@ -64,28 +65,40 @@ def install_pth(site_dir: str | os.PathLike | None = None) -> Path:
 
 
 class ProcessWriter:
-    """Writes one process's tables under ``out`` as numbered generations, each one atomically."""
+    """Appends one process's rows under ``out`` as numbered segments, each written atomically.
+
+    A segment holds only the rows given to :meth:`append` (those recorded since the previous
+    segment), so its cost depends on them, not on the run so far. It is written into a dot-named
+    temporary folder, every file and the folder fsynced, then renamed into place and the parent
+    fsynced: a crash or a reader sees a segment whole or not at all. A failed write (a full
+    disk) removes its temporary folder and raises; the caller keeps the rows for the next one.
+    """
 
     def __init__(self, out: Path):
         self.out = out
         self.folder: Path | None = None
-        self.generation = 0
-        self.lock = threading.Lock()
+        self.segments = 0
 
-    def write(self, tables: schema.Tables) -> Path:
-        with self.lock:
-            folder = self._folder()
-            self.generation += 1
-            final = folder / schema.generation_name(self.generation)
-            tmp = folder / f".{final.name}.tmp"  # readers skip dot folders
-            tables.save(tmp)
+    def append(self, tables: schema.Tables) -> Path:
+        folder = self._folder()
+        final = folder / schema.segment_name(self.segments + 1)
+        tmp = folder / f".{final.name}.tmp"  # readers skip dot folders
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)  # left by an earlier failed attempt
+            tmp.mkdir()
+            for table in schema.TABLES:
+                frame = getattr(tables, table)
+                if len(frame):
+                    _write_synced(frame, tmp / f"{table}.parquet")
+            _fsync_path(tmp)
             os.rename(tmp, final)
-            # Keep the previous generation too: a reader that listed it just now can still open it.
-            previous = schema.generation_name(self.generation - 1)
-            for older in folder.iterdir():
-                if older.name not in (final.name, previous) and not older.name.startswith("."):
-                    shutil.rmtree(older, ignore_errors=True)
-            return final
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.segments += 1
+        with contextlib.suppress(OSError):  # the segment is in place; this only makes the rename durable
+            _fsync_path(folder)
+        return final
 
     def _folder(self) -> Path:
         """This process's folder, named at its first write (by then torch.distributed knows the rank)."""
@@ -103,32 +116,52 @@ class ProcessWriter:
         return self.folder
 
 
+def _write_synced(frame, target: Path) -> None:
+    frame.to_parquet(target, index=False)
+    _fsync_path(target)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class _ProcessCapture:
     """The capture of this process and where it goes; restarted in a forked child."""
 
     def __init__(self, out: Path, time_default: bool):
         self.out = out
-        self.writer = ProcessWriter(out)
-        self.written_rows = 0
+        self.lock = threading.Lock()
         self.capture = Capture(time_default=time_default, on_call_end=self.flush, defer_env=True)
+        self._new_writer()
+
+    def _new_writer(self) -> None:
+        self.writer = ProcessWriter(self.out)
+        self.written: dict[str, int] = {}  # rows per table already on disk
 
     def flush(self, capture: Capture | None = None) -> None:
-        """Write a new generation if rows were added since the last one; never raise into the program."""
-        rows = self.capture.row_count()
-        if rows == self.written_rows:
-            return
-        try:
-            self.writer.write(self.capture.tables())
-            self.written_rows = rows
-        except Exception as exc:  # noqa: BLE001 - the program must run on; say why its capture is missing
-            sys.stderr.write(f"profkit capture: process {os.getpid()} could not write to {self.out}: "
-                             f"{type(exc).__name__}: {exc}\n")
+        """Append the rows recorded since the last segment; never raise into the program."""
+        with self.lock:
+            counts = self.capture.row_counts()
+            if counts == self.written:
+                return
+            try:
+                self.writer.append(self.capture.tables(since=self.written, runs=not self.written))
+                self.written = counts
+            except Exception as exc:  # noqa: BLE001 - the program must run on; say why its capture is missing
+                message = (f"profkit capture: process {os.getpid()} could not write to {self.out} "
+                           f"(its rows are kept for the next write): {type(exc).__name__}: {exc}")
+                self.capture.problems.append(message)
+                sys.stderr.write(message + "\n")
 
     def restart_in_child(self) -> None:
         """A forked child inherits the parent's rows: drop them and start its own run and folder."""
+        self.lock = threading.Lock()  # the parent's may have been held by another thread at fork
         self.capture.restart()
-        self.writer = ProcessWriter(self.out)
-        self.written_rows = 0
+        self._new_writer()
 
 
 _process: _ProcessCapture | None = None

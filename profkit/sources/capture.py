@@ -41,6 +41,7 @@ log = logging.getLogger("profkit")
 _REQUIRED = ("choose_one", "_generate_optimization_profiles", "_prepare_input_tensors",
              "_profile_single_kernel", "search_cache", "_find_nearest_profile")
 _SUPPORTED = "flashinfer-python 0.6.16 through 0.7.x"
+_MAX_PROBLEMS = 1000  # per capture: a fault that repeats in every candidate is named, not a flood
 
 
 class _State(threading.local):
@@ -97,6 +98,7 @@ class _Recorder:
             "module": at,
             "version": version,
             "oom": (torch.cuda.OutOfMemoryError, MemoryError),
+            "tensor": torch.Tensor,
             "tactic_json": getattr(at, "_tactic_to_json", lambda t: t),
             # 0.7 cold-L2 timing flushes L2 and takes the median; 0.6.16 rotates inputs, mean.
             "cold_l2_median": hasattr(tuner_cls, "profile_tactic"),
@@ -141,36 +143,32 @@ class _Recorder:
     def _wrap_profiles(self, layer: Layer):
         def _generate_optimization_profiles(tuner, tuning_config, inputs):
             profiles = layer.inner(tuner, tuning_config, inputs)
-            frame = self._frame()
-            if frame is not None and frame.profiles is None:
-                frame.profiles, frame.config = list(profiles), tuning_config
+            self._safe("profiles", self._on_profiles, tuner, tuning_config, profiles)
             return profiles
         return _generate_optimization_profiles
 
     def _wrap_prepare(self, layer: Layer):
         def _prepare_input_tensors(tuner, profile, inputs):
             frame = self._frame()
-            if frame is None:
-                return layer.inner(tuner, profile, inputs)
-            started = self._close_window(tuner, frame)
-            window = ProfileWindow(profile=profile, started=started, jit_at_start=self.state.jit_s)
-            frame.windows.append(window)
+            window = self._safe("profile", self._open_window, tuner, frame, profile) if frame else None
             try:
                 return layer.inner(tuner, profile, inputs)
             except self.fi["oom"]:
-                frame.saw_oom = True
+                if frame is not None:
+                    frame.saw_oom = True
                 raise
             finally:
-                window.synth_s = _now() - started
+                if window is not None:
+                    window.synth_s = _now() - window.started
         return _prepare_input_tensors
 
     def _wrap_profile_single_kernel(self, layer: Layer):
         def _profile_single_kernel(tuner, runner, inputs, tactic, tuning_config, *args, **kwargs):
-            if not self.captures:
+            candidate = self._safe("candidate", self._candidate, tuner, runner, inputs, tactic, tuning_config) \
+                if self.captures else None
+            if candidate is None:
                 return layer.inner(tuner, runner, inputs, tactic, tuning_config, *args, **kwargs)
-            frame = self._frame()
-            state = self.state
-            candidate = self._candidate(tuner, runner, inputs, tactic, tuning_config)
+            frame, state = self._frame(), self.state
             jit_before, collected = state.jit_s, state.warnings
             state.warnings = []
             error = None
@@ -181,10 +179,9 @@ class _Recorder:
                 error = exc
                 raise
             finally:
-                candidate.host_s = _now() - candidate.started
-                candidate.jit_s = state.jit_s - jit_before
                 seen, state.warnings = state.warnings, collected
-                self._finish_candidate(frame, candidate, error, seen, (inputs, args, kwargs))
+                self._safe("candidate", self._finish_candidate, frame, candidate, error, seen, jit_before,
+                           (inputs, args, kwargs))
         return _profile_single_kernel
 
     def _wrap_search_cache(self, layer: Layer):
@@ -200,7 +197,7 @@ class _Recorder:
         def warn(message, category=None, stacklevel=1, *args, **kwargs):
             collecting = self.state.warnings
             if collecting is not None:
-                collecting.append(str(message))
+                self._safe("warning", lambda: collecting.append(str(message)))
             # Two more frames (the layer and this one) between the caller and warnings.warn.
             return layer.inner(message, category, stacklevel + 2, *args, **kwargs)
         return warn
@@ -220,15 +217,11 @@ class _Recorder:
         return frames[-1] if frames else None
 
     def _tuning_call(self, layer, api, tuner, op, runners, config, inputs, args, kwargs):
-        self.hooks.refresh()  # someone may have patched the AutoTuner since we installed
+        self._safe("refresh", self.hooks.refresh)  # someone may have patched the AutoTuner since we installed
         frames = self.state.frames
-        frame = CallFrame(
-            call=next(self.calls), parent_call=frames[-1].call if frames else None,
-            thread=threading.get_ident(), api=api, op=op, runners=list(runners), inputs=list(inputs),
-            config=config, started=_now(), jit_at_start=self.state.jit_s,
-            winners_before=[dict(c) for c in self._winner_caches(tuner)],
-            skipped=op in getattr(tuner, "_effective_skip_ops", ()),
-        )
+        frame = self._safe("call", self._new_frame, tuner, api, op, runners, config, inputs)
+        if frame is None:
+            return layer.inner(tuner, op, runners, config, inputs, *args, **kwargs)
         frames.append(frame)
         try:
             return layer.inner(tuner, op, runners, config, inputs, *args, **kwargs)
@@ -237,20 +230,68 @@ class _Recorder:
             raise
         finally:
             frames.pop()
-            frame.ended = self._close_window(tuner, frame)
-            frame.jit_s = self.state.jit_s - frame.jit_at_start
-            self._emit_frame(tuner, frame)
+            self._safe("call", self._end_frame, tuner, frame)
+
+    def _new_frame(self, tuner, api, op, runners, config, inputs) -> CallFrame:
+        frames = self.state.frames
+        return CallFrame(
+            call=next(self.calls), parent_call=frames[-1].call if frames else None,
+            thread=threading.get_ident(), api=api, op=op, runners=list(runners), inputs=list(inputs),
+            config=config, started=_now(), jit_at_start=self.state.jit_s,
+            skipped=op in getattr(tuner, "_effective_skip_ops", ()),
+        )
+
+    def _end_frame(self, tuner, frame: CallFrame) -> None:
+        frame.ended = self._close_window(tuner, frame)
+        frame.jit_s = self.state.jit_s - frame.jit_at_start
+        self._emit_frame(tuner, frame)
+
+    def _on_profiles(self, tuner, tuning_config, profiles) -> None:
+        """The call's buckets, and FlashInfer's winners so far, read under FlashInfer's lock.
+
+        FlashInfer generates profiles holding its tuner lock, so a second thread tuning the same op
+        takes its snapshot after the first one's winners are in: its lookups then count as cached.
+        """
+        frame = self._frame()
+        if frame is not None and frame.profiles is None and isinstance(profiles, (list, tuple)):
+            frame.profiles, frame.config = list(profiles), tuning_config
+            frame.winners_before = [dict(c) for c in self._winner_caches(tuner)]
+
+    def _open_window(self, tuner, frame: CallFrame, profile) -> ProfileWindow:
+        started = self._close_window(tuner, frame)
+        window = ProfileWindow(profile=profile, started=started, jit_at_start=self.state.jit_s)
+        frame.windows.append(window)
+        return window
+
+    def _safe(self, what: str, fn, *args):
+        """Run profkit's bookkeeping inside FlashInfer's code: what it raises is reported, never passed on."""
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - capture must never change what FlashInfer does
+            self._fault(what, exc)
+            return None
+
+    def _fault(self, what: str, exc: Exception) -> None:
+        problem = f"profkit could not record a {what}: {error_text(exc)}"
+        with self.lock:
+            for capture in self.captures:
+                if len(capture.problems) < _MAX_PROBLEMS and problem not in capture.problems[-8:]:
+                    capture.problems.append(problem)
+        log.warning(problem, exc_info=exc)
 
     def _candidate(self, tuner, runner, inputs, tactic, config) -> Candidate:
         repeat = config.profiling_repeat if getattr(config, "profiling_repeat", None) else getattr(tuner, "repeat", None)
+        tensor = self.fi["tensor"]
         return Candidate(
             seq=next(self.seq), runner=type(runner).__name__, tactic=self._tactic(tactic),
-            shapes=str(tuple(tuple(t.size()) if hasattr(t, "size") else (0,) for t in inputs)),
+            shapes=str(tuple(tuple(t.shape) if isinstance(t, tensor) else (0,) for t in inputs)),
             timing=timing_text(config, cold_l2_median=self.fi["cold_l2_median"], repeat=repeat),
             started=_now(),
         )
 
-    def _finish_candidate(self, frame, candidate, error, warnings_seen, call_args) -> None:
+    def _finish_candidate(self, frame, candidate, error, warnings_seen, jit_before, call_args) -> None:
+        candidate.host_s = _now() - candidate.started
+        candidate.jit_s = self.state.jit_s - jit_before
         candidate.status = candidate_status(error, candidate.time_ms, warnings_seen, self.fi["oom"])
         if error is not None:
             candidate.time_ms = math.nan
@@ -259,7 +300,7 @@ class _Recorder:
                 frame.saw_oom = True
         elif candidate.status == "fallback":
             candidate.error = next(w for w in warnings_seen if "falling back" in w)[:2000]
-        if not math.isfinite(candidate.time_ms):
+        if not isinstance(candidate.time_ms, (int, float)) or not math.isfinite(candidate.time_ms):
             candidate.time_ms = math.nan
         window = frame.window if frame is not None else None
         if window is None:  # timed outside a tuning call (e.g. fused_moe's profile_tactic)
@@ -275,7 +316,9 @@ class _Recorder:
         if window is not None and math.isnan(window.ended):
             window.ended = ended
             window.jit_s = self.state.jit_s - window.jit_at_start
-            if frame.error is None and not frame.saw_oom and any(c.time_default for c in self.captures):
+            raced = window.flashinfer_default(type(frame.runners[0]).__name__ if frame.runners else None)
+            if (frame.error is None and not frame.saw_oom and raced is None
+                    and any(c.time_default for c in self.captures)):
                 self._time_default(tuner, frame, window)
                 frame.default_s += window.default.host_s if window.default else 0.0
         return _now() if window is not None else ended
@@ -428,7 +471,11 @@ class Capture:
 
     def row_count(self) -> int:
         """Rows recorded so far, all tables together."""
-        return sum(len(rows) for rows in self._rows.values())
+        return sum(self.row_counts().values())
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows recorded so far per table (candidates, winners, tuning)."""
+        return {table: len(rows) for table, rows in self._rows.items()}
 
     def restart(self) -> None:
         """Forget the rows recorded so far and start a new run (a forked child's own capture)."""
@@ -442,16 +489,23 @@ class Capture:
             self._on_call_end_hook(self)
 
     # -- results -----------------------------------------------------------------------------
-    def tables(self) -> schema.Tables:
-        """The rows recorded so far as profkit Tables (also inside the ``with`` block)."""
+    def tables(self, *, since: dict[str, int] | None = None, runs: bool = True) -> schema.Tables:
+        """The rows recorded so far as profkit Tables (also inside the ``with`` block).
+
+        Args:
+            since: rows per table to leave out from the start (the ones already written), so the
+                cost is that of the new rows only.
+            runs: include the runs row (provenance); False leaves the runs table empty.
+        """
         rank = current_rank()
         frames = {}
         for table, rows in self._rows.items():
-            stamped = [{**row, "run_id": self.run_id, "rank": rank} for row in list(rows)]
+            start = (since or {}).get(table, 0)
+            stamped = [{**row, "run_id": self.run_id, "rank": rank} for row in rows[start:]]
             frames[table] = schema.frame(table, stamped)
-        if self._env is None:  # deferred: probing CUDA at entry would break a process that forks later
+        if runs and self._env is None:  # deferred: probing CUDA at entry would break a process that forks later
             self._env = collect_env(self.run_id, started_at=self._started_at)
-        frames["runs"] = schema.frame("runs", [self._env])
+        frames["runs"] = schema.frame("runs", [self._env] if runs else [])
         return schema.Tables(**frames)
 
     @property

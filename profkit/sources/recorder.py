@@ -50,7 +50,15 @@ class ProfileWindow:
     jit_s: float = 0.0
     candidates: list[Candidate] = dataclasses.field(default_factory=list)
     last_call: tuple | None = None  # (inputs, args, kwargs) of its last candidate, to time the default
-    default: Candidate | None = None
+    default: Candidate | None = None  # profkit's own timing of the default
+
+    def default_candidate(self, default_runner: str | None) -> Candidate | None:
+        """The default's timing: FlashInfer's own when it raced (runners[0], -1), else profkit's."""
+        return self.flashinfer_default(default_runner) or self.default
+
+    def flashinfer_default(self, default_runner: str | None) -> Candidate | None:
+        """FlashInfer's candidate (runners[0], -1), which autotune_v2 races as one of its own."""
+        return next((c for c in self.candidates if c.runner == default_runner and c.tactic == "-1"), None)
 
 
 @dataclasses.dataclass
@@ -67,7 +75,7 @@ class CallFrame:
     config: Any  # TuningConfig; replaced by the effective one (overrides applied) once profiles exist
     started: float
     jit_at_start: float
-    winners_before: list[dict]
+    winners_before: list[dict] = dataclasses.field(default_factory=list)  # winner caches as the call began
     profiles: list | None = None
     windows: list[ProfileWindow] = dataclasses.field(default_factory=list)
     lookups: list[tuple] = dataclasses.field(default_factory=list)  # search_cache results, in order
@@ -155,11 +163,16 @@ class RowBuilder:
         return rows
 
     def _new_winners(self) -> dict:
-        """{profile opt shapes: (key, tactic)} for winner-cache entries this call added or replaced."""
+        """{profile opt shapes: (key, tactic)} for winners this call's profiling added or replaced.
+
+        Entries without a profile are lookups FlashInfer promoted into the winner cache (an
+        autotune_v2 store hit is stored as ``(tactic, None)``): :meth:`_cache_hits` reports those.
+        """
         found = {}
         for cache, before in zip(self._winner_caches(self.tuner), self.frame.winners_before):
             for key, value in list(cache.items()):
-                if getattr(key, "custom_op", None) == self.frame.op and before.get(key) is not value:
+                if (getattr(key, "custom_op", None) == self.frame.op and before.get(key) is not value
+                        and value[1] is not None):
                     found[value[1].get_opt_shapes()] = (key, value[0])
         return found
 
@@ -173,9 +186,10 @@ class RowBuilder:
         for profile in f.profiles or []:
             shapes = profile.get_opt_shapes()
             window = windows.get(shapes)
+            default = window.default_candidate(default_runner) if window else None
             row = {**self._base(), **self._where(profile), "default_runner": default_runner, "reason": "",
                    "time_ms": math.nan, "status": None, "extras": "",
-                   "default_time_ms": window.default.time_ms if window and window.default else math.nan,
+                   "default_time_ms": default.time_ms if default else math.nan,
                    "timing": window.candidates[0].timing if window and window.candidates else None}
             if shapes in decided:
                 key, tactic = decided[shapes]
@@ -193,7 +207,12 @@ class RowBuilder:
         return rows
 
     def _cache_hits(self) -> dict:
-        """{opt shapes: winner fields} for profiles that a cache lookup answered during this call."""
+        """{opt shapes: winner fields} for profiles that a cache lookup answered during this call.
+
+        ``cached``: FlashInfer's winner cache held it before this call; ``store``: the autotune_v2
+        managed store answered (FlashInfer then copied it into the winner cache, without a profile);
+        ``cache_file``: a v1 cache file loaded with ``autotune(cache=...)``.
+        """
         f = self.frame
         lookups = list(f.lookups)
         if f.error is None and not f.saw_oom and lookups:
@@ -205,12 +224,25 @@ class RowBuilder:
                 continue
             runner = f.runners[runner_id]
             extras = _extras(runner, f.inputs)
-            file_key = str((f.op, type(runner).__name__, self._nearest(profile), extras))
             hits[profile.get_opt_shapes()] = {
                 "runner": type(runner).__name__, "tactic": self.tactic(tactic), "extras": str(extras),
-                "source": "cache_file" if file_key in getattr(self.tuner, "_file_configs", {}) else "cached",
+                "source": self._hit_source(profile, runner, extras),
             }
         return hits
+
+    def _hit_source(self, profile, runner, extras) -> str:
+        f = self.frame
+        try:
+            key = type(self.tuner)._get_cache_key(f.op, runner, profile.get_opt_shapes(), f.config, extras)
+        except Exception:  # noqa: BLE001 - a key FlashInfer cannot build here: say only that it was a hit
+            key = None
+        if key is not None:
+            if any(key in before for before in f.winners_before):
+                return "cached"
+            if any(key in cache for cache in self._winner_caches(self.tuner)):
+                return "store"  # promoted into the winner cache by this call's lookup
+        file_key = str((f.op, type(runner).__name__, self._nearest(profile), extras))
+        return "cache_file" if file_key in getattr(self.tuner, "_file_configs", {}) else "cached"
 
     def tuning_rows(self) -> list[dict]:
         f = self.frame
