@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/compare_log_tables.py save    [--out /tmp/pk/log_baseline] [--lines 1000000]
     .venv/bin/python scripts/compare_log_tables.py compare [--out /tmp/pk/log_baseline] [--lines 1000000]
+    .venv/bin/python scripts/compare_log_tables.py digests --out tests/data/log_golden/digests.json
 
 Inputs: the shipped logs (``data/**/*.log.gz``, ``data/**/*.log``), every log under ``tests/data``,
 the damaged variants tests/test_logs.py builds (truncations, shuffled and garbage-laden excerpts,
@@ -9,13 +10,17 @@ wrong encodings, a cut gzip, UTF-16, text), and the 1M-line log benchmarks/bench
 builds (``--lines 0`` leaves it out). For each input, ``save`` writes every table of
 :class:`~profkit.sources.logs.LogTables` as parquet plus its dtypes (or the error it raised);
 ``compare`` reads the inputs again with the current reader and reports every input whose tables
-differ (values or dtypes) or whose error changed. Exit status 1 when anything differs.
+differ (values or dtypes) or whose error changed. Exit status 1 when anything differs. ``digests``
+writes one SHA-256 per table of the small inputs (:func:`small`): the golden digests, made with
+the reader as it was before the logs package (commit 318e49f, run with that commit's ``profkit`` first on
+PYTHONPATH), that tests/test_logs.py checks the current reader against.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import random
@@ -38,18 +43,18 @@ TABLES = ("candidates", "winners", "tuning", "runs", "events", "report")
 RANKS = ROOT / "tests" / "data" / "log_interleaved_ranks"
 
 
-def shipped() -> Iterator[tuple[str, Callable[[], object]]]:
+def shipped(bases: tuple[str, ...] = ("data", "tests/data")) -> Iterator[tuple[str, Callable[[], object]]]:
     """(name, what to pass to read_log) of every log file in data/ and tests/data/."""
-    for base in (ROOT / "data", ROOT / "tests" / "data"):
-        for path in sorted({*base.rglob("*.log"), *base.rglob("*.log.gz")}):
+    for base in (ROOT / b for b in bases):
+        for path in sorted(p for p in {*base.rglob("*.log"), *base.rglob("*.log.gz")} if p.is_file()):
             yield str(path.relative_to(ROOT)), lambda path=path: path.relative_to(ROOT)  # runs.path as given
 
 
-def damaged(tmp: Path) -> Iterator[tuple[str, Callable[[], object]]]:
-    """The damaged and re-encoded variants tests/test_logs.py builds, at fixed seeds and cuts."""
+def damaged(tmp: Path, cuts: int = 20) -> Iterator[tuple[str, Callable[[], object]]]:
+    """The damaged and re-encoded variants tests/test_logs.py builds, at fixed seeds and ``cuts`` + 1 cuts."""
     excerpt = (RANKS / "rank0.log").read_bytes()
-    for k in range(0, 21):
-        cut = len(excerpt) * k // 20
+    for k in range(0, cuts + 1):
+        cut = len(excerpt) * k // cuts
 
         def truncated(cut=cut):
             path = tmp / f"cut{cut}.log"
@@ -106,6 +111,21 @@ def inputs(tmp: Path, lines: int) -> Iterator[tuple[str, Callable[[], object]]]:
     yield from big(tmp, lines)
 
 
+def small(tmp: Path) -> Iterator[tuple[str, Callable[[], object]]]:
+    """The inputs tests/test_logs.py holds golden digests of: the shipped logs, tests/data's and the damaged
+    variants, less the cut gzip (since the shared input module, the cut last line is named, not dropped)."""
+    yield from shipped()
+    yield from ((name, make) for name, make in damaged(tmp, cuts=5) if name != "cut gzip")
+
+
+def digest(result: dict[str, pd.DataFrame] | str) -> dict[str, str] | str:
+    """A SHA-256 per table of its dtypes and values as CSV text (the error text when reading failed)."""
+    if isinstance(result, str):
+        return result
+    return {name: hashlib.sha256((json.dumps({c: str(d) for c, d in frame.dtypes.items()}) + frame.to_csv(index=False))
+                                 .encode("utf-8", errors="surrogatepass")).hexdigest() for name, frame in result.items()}
+
+
 def folder(out: Path, name: str) -> Path:
     return out / "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
 
@@ -153,16 +173,24 @@ def differences(saved: Path, now: Path) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["save", "compare"])
+    parser.add_argument("mode", choices=["save", "compare", "digests"])
     parser.add_argument("--out", type=Path, default=Path("/tmp/pk/log_baseline"))
     parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--small", action="store_true", help="only the inputs the golden tables cover (see small())")
     args = parser.parse_args()
     os.chdir(ROOT)  # inputs are given relative to the repository, so runs.path is the same in any checkout
+    if args.mode == "digests":  # the golden digests tests/test_logs.py checks
+        with tempfile.TemporaryDirectory() as tmp:
+            found = {name: digest(tables_of(make())) for name, make in small(Path(tmp))}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
+        return 0
     if args.mode == "save":
         shutil.rmtree(args.out, ignore_errors=True)
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for count, (name, make) in enumerate(inputs(Path(tmp), args.lines), 1):
+        chosen = small(Path(tmp)) if args.small else inputs(Path(tmp), args.lines)
+        for count, (name, make) in enumerate(chosen, 1):
             result = tables_of(make())
             if args.mode == "save":
                 write(result, folder(args.out, name))

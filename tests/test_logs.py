@@ -310,3 +310,43 @@ def test_truncated_gzip_keeps_what_was_decompressed(tmp_path):
     rows_are_real(log)
     assert 0 < len(log.candidates) < len(FULL.candidates)
     assert log.report[log.report["status"] == "unreadable"]["reason"].str.contains("compressed data ends early").any()
+
+
+# -- the bulk path against one line at a time and against the reader before the package ----------
+
+def _compare_script():
+    import importlib.util
+    import sys
+    sys.path.insert(0, str(TEST_DATA.parents[1] / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("compare_log_tables", TEST_DATA.parents[1] / "scripts" / "compare_log_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bulk_tables_equal_one_line_at_a_time_and_the_golden_digests(monkeypatch):
+    """Golden digests: scripts/compare_log_tables.py digests, run with commit 318e49f's profkit (before the package)."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from profkit.sources import logs
+    from profkit.sources.logs import bulk
+
+    compare = _compare_script()
+    golden = json.loads((TEST_DATA / "log_golden" / "digests.json").read_text())
+    monkeypatch.chdir(TEST_DATA.parents[1])  # runs.path as the digests were made: relative to the repository
+    with tempfile.TemporaryDirectory(prefix="pk-golden-", dir="/tmp") as tmp:  # one level: tables_of names it <tmp>
+        made = dict(compare.small(Path(tmp)))
+        assert sorted(made) == sorted(golden)
+        assert any("log_moe_public" in name for name in made) and any(name.startswith("data") for name in made)
+        differing = []
+        for name, make in made.items():
+            arg = make()
+            in_bulk = compare.digest(compare.tables_of(arg))
+            with monkeypatch.context() as one_by_one:
+                one_by_one.setattr(logs, "feed", functools.partial(bulk.feed, bulk=False))
+                line_by_line = compare.digest(compare.tables_of(arg))
+            if in_bulk != line_by_line or in_bulk != golden[name]:
+                differing.append(name)
+    assert differing == [], differing

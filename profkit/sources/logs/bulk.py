@@ -161,14 +161,15 @@ def _blocks(stream: BinaryIO, whole_end: bool) -> Iterator[bytes]:
         yield carry + b"\n" if whole_end else carry
 
 
-def feed(reader: Reader, item: inputs.Input, progress: Callable[[int], object] | None = None) -> None:
-    """Read every line of ``item`` into ``reader``: plain candidates in bulk, the rest one by one."""
+def feed(reader: Reader, item: inputs.Input, progress: Callable[[int], object] | None = None, *,
+         bulk: bool = True) -> None:
+    """Read every line of ``item`` into ``reader``: plain candidates in bulk (unless not ``bulk``), the rest one by one."""
     lineno = replaced = 0
     whole_end = item.text is not None  # text given is whole: its last line needs no line end
     with item.open(progress=progress) as stream:
         for data in _blocks(stream, whole_end):
             ends = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
-            plain = plain_candidates(data, ends)
+            plain = plain_candidates(data, ends) if bulk else PlainCandidates.none()
             starts = [0, *(ends + 1).tolist()]
             if starts[-1] < len(data):
                 starts.append(len(data))  # the last line, without its line end

@@ -114,22 +114,27 @@ class Reader:
     def line(self, lineno: int, line: str) -> None:
         """One physical line (with its line end, if it has one)."""
         arm = self.arm
-        if arm is not None and line.endswith("\n"):
-            if type(arm) is RepeatArm:
-                if line.startswith(arm.row["_line"], arm.at):  # the same fallback-call message again
-                    arm.row["count"] += 1
-                    return
-                key = arm.row.get("_key_line")
-                if key is not None and line.startswith(key, arm.at):  # its "Generated key" line again
-                    self.fast_counts["Generated key (of a fallback call)"] += 1
-                    return
-            elif type(arm) is ProfilesArm and line.startswith(arm.head, arm.at):  # the call's next profile
-                text = line[arm.at + len(arm.head):-1]
-                if text not in arm.call.generated_set:
-                    arm.call.add_profile(text)
-                    self.fast_counts["generated profile"] += 1
-                    return
+        if arm is not None and line.endswith("\n") and self._repeats(arm, line):
+            return  # like the bulk path, this leaves the run's last line and end time to the next record read whole
         self._line(lineno, line)
+
+    def _repeats(self, arm: CandidateArm | RepeatArm | ProfilesArm, line: str) -> bool:
+        """Read ``line`` if it repeats the shape the last record armed (the same text after its timestamp)."""
+        if type(arm) is RepeatArm:
+            if line.startswith(arm.row["_line"], arm.at):  # the same fallback-call message again
+                arm.row["count"] += 1
+                return True
+            key = arm.row.get("_key_line")
+            if key is not None and line.startswith(key, arm.at):  # its "Generated key" line again
+                self.fast_counts["Generated key (of a fallback call)"] += 1
+                return True
+        elif type(arm) is ProfilesArm and line.startswith(arm.head, arm.at):  # the call's next profile
+            text = line[arm.at + len(arm.head):-1]
+            if text not in arm.call.generated_set:
+                arm.call.add_profile(text)
+                self.fast_counts["generated profile"] += 1
+                return True
+        return False
 
     def _line(self, lineno: int, line: str) -> None:
         whole = line.endswith("\n")
@@ -139,12 +144,12 @@ class Reader:
         stream = self.default
         if line[:2] != "20" and line[:1] != "\r":  # not a timestamp-first line nor a tqdm render: a process prefix?
             stream, line = self._split_prefix(line)
-        self.arm = None
+        armed, self.arm = self.arm, None
         if whole and "\r" not in line:
             h = g.whole_line_header(line)
             if h is not None:
                 self._record(stream, lineno, line[:g.TIMESTAMP_LENGTH],
-                             line[g.LEVEL_START:line.find(" ", g.LEVEL_START)], line[h + len(g.JIT):], h)
+                             line[g.LEVEL_START:line.find(" ", g.LEVEL_START)], line[h + len(g.JIT):], h, armed)
                 return
         # A last line without its line end: a tqdm bar still running is normal; a record there is cut off.
         self._pieces(stream, line, lineno, whole=whole)
@@ -201,7 +206,11 @@ class Reader:
         return type(arm) is CandidateArm and arm.group is self.default.group and arm.group.shapes == shapes
 
     def candidate_block(self, lines: range, runners: list[int], tactics: list[str], times: list[float]) -> None:
-        """Plain candidate lines of the unprefixed stream continuing the open group (see :meth:`continues_in_bulk`)."""
+        """Plain candidate lines of the unprefixed stream continuing the open group (see :meth:`continues_in_bulk`).
+
+        The run's last line is moved when the group closes; its end time stays that of the last record
+        read one by one (as ``runs.ended_at`` always was).
+        """
         self.cands.extend(self.arm.group.gid, lines, runners, tactics, times)
 
     # -- streams and runs --------------------------------------------------------------------
@@ -230,8 +239,10 @@ class Reader:
         return stream.run
 
     # -- records -----------------------------------------------------------------------------
-    def _record(self, stream: Stream, lineno: int, ts: str, level: str, msg: str, at: int) -> None:
-        """One whole record; ``at`` is where its " - flashinfer.jit: " starts, counted from its header."""
+    def _record(self, stream: Stream, lineno: int, ts: str, level: str, msg: str, at: int,
+                armed: CandidateArm | RepeatArm | ProfilesArm | None = None) -> None:
+        """One whole record; ``at`` is where its " - flashinfer.jit: " starts, counted from its header;
+        ``armed``: what the previous line armed."""
         self.readable = True
         body = g.autotuner_body(msg)
         # A new AutoTuner singleton after tuning calls: another process appended to the same file.
@@ -242,7 +253,7 @@ class Reader:
         run = stream.run
         if run is None or new_run:
             run = self._run(stream, lineno, ts, new=new_run)
-        run.last_line, run.ended_at = lineno, ts
+        ended_at, (run.last_line, run.ended_at) = run.ended_at, (lineno, ts)
         if stream.failure is not None and not (body or "").startswith(g.FAILED_DETAIL):
             self._add_failure(stream, stream.failure)
         if body is None:
@@ -260,6 +271,8 @@ class Reader:
             else:
                 group = self._candidate(stream, lineno, body, msg)
                 if group is not None and unprefixed:
+                    if type(armed) is CandidateArm and armed.group is group:
+                        run.ended_at = ended_at  # a line the bulk path takes: it does not move the end time
                     self.arm = CandidateArm(group)
             stream.in_profiles = False
             return
@@ -388,7 +401,7 @@ class Reader:
             self._add_failure(stream, stream.failure)
         group, stream.group = stream.group, None
         last = self.cands.last_row(group) if group is not None else None
-        if last is not None:  # bulk and fast-path lines do not move the run's last line
+        if last is not None:  # bulk and repeated lines do not move the run's last line
             run = group.call.run
             run.last_line = max(run.last_line, self.cands.line[last])
 

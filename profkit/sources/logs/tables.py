@@ -39,7 +39,7 @@ EXTRA_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("stream", "string", "the line prefix naming the process ('' for none)"),
         ("pid", "Int64", "process id from the line prefix"),
         ("rank", "Int64", "rank from the line prefix"),
-        ("ended_at", "string", "local time of the run's last record read one by one"),
+        ("ended_at", "string", "local time of the last record read one by one (candidate and repeated lines aside)"),
         ("first_line", "Int64", "the run's first line in the file"),
         ("last_line", "Int64", "the run's last line in the file"),
     ),
