@@ -64,8 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         provenance["flags"].append(G.enable_bf16_auto_on_sm90())
     layers = [layer for layer in models.linear_layers(models.load_model(args.model))
               if not args.layers or layer.name in args.layers.split(",")]
-    for policy in args.policies.split(","):
-        for layer in layers:
+    # Layers outer, policies inner: a deadline leaves whole layers with every policy, comparable side by side.
+    for layer in layers:
+        for policy in args.policies.split(","):
             name = f"{args.op}-{policy}-{layer.model}-{layer.name}"
             if time.monotonic() - started > args.deadline_s:
                 provenance["errors"].append(f"not run (deadline {args.deadline_s}s reached): {name}")
