@@ -325,7 +325,8 @@ def _compare_script():
 
 
 def test_bulk_tables_equal_one_line_at_a_time_and_the_golden_digests(monkeypatch):
-    """Golden digests: scripts/compare_log_tables.py digests, run with commit 318e49f's profkit (before the package)."""
+    """Golden digests: scripts/compare_log_tables.py digests, run with commit 318e49f's profkit (before the package;
+    tests/data/log_golden/README.md names the inputs re-made after a fix)."""
     import json
     import tempfile
     from pathlib import Path

@@ -220,8 +220,6 @@ def test_cache_file_round_trip_keeps_moe_winners(tuner, tmp_path):
 
 
 # -- what the debug log of a unified-layer run can say -------------------------------------------
-@pytest.mark.xfail(strict=True, reason="read_log assigns rank_tactics stage candidates (no winner line of their own) "
-                                       "forward to the outer op's winner line; reported to the log reader's owners")
 def test_debug_log_keeps_ranking_candidates_out_of_the_outer_op(tuner):
     """rank_tactics logs candidates but no "chosen runner" line: the outer op must get only its own rows."""
     with flashinfer_debug_log() as stream, profkit.capture(time_default=False) as cap:
@@ -286,9 +284,6 @@ def test_public_vllm_worker_log_has_the_cutlass_gemm1_skips():
     assert log.candidates.empty and log.winners.empty
 
 
-@pytest.mark.xfail(strict=True, reason="read_log puts vLLM's unprefixed tqdm lines (and the record glued to one) in "
-                                       "a run of their own, apart from the (Worker_TP0 pid=173) lines of the same "
-                                       "process; reported to the log reader's owners")
 def test_public_vllm_worker_log_is_one_process_and_one_gemm1_call():
     log = read_public("sparkrun_issue175_cutlass_moe.log")
     assert len(log.runs) == 1
@@ -298,8 +293,6 @@ def test_public_vllm_worker_log_is_one_process_and_one_gemm1_call():
     assert skipped["call"].nunique() == 1 and skipped["run_id"].nunique() == 1
 
 
-@pytest.mark.xfail(strict=True, reason="read_log merges two finished fp4_gemm bars into one call although the second "
-                                       "bar's elapsed (00:01) is below the first's (00:03); reported to its owners")
 def test_public_vllm_two_finished_bars_are_two_calls():
     log = read_public("sparkrun_issue175_cutlass_moe.log")
     fp4 = log.tuning[(log.tuning["kind"] == "call") & (log.tuning["op"] == "fp4_gemm")]

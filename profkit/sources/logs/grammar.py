@@ -38,6 +38,7 @@ PREFIX = re.compile(r"(?:\x1b\[[\d;]*m)?(?:\((?P<name>[^()]*?) ?pid=(?P<pid>\d+)
                     r"|(?P<service>[\w.-]+) +\|)(?:\x1b\[[\d;]*m)? ?")
 RANK_IN_NAME = re.compile(r"(?:TP|rank|RANK)[ _=]?(\d+)")
 RUNNER = re.compile(r"<(?P<qual>\S+) object at (?P<addr>0x[0-9a-fA-F]+)>")
+TQDM_START = "[AutoTuner]: Tuning "  # tqdm's description of a tuning call's bar
 TQDM = re.compile(r"\[AutoTuner\]: Tuning (?P<op>.+?):\s+\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+) "
                   r"\[(?P<elapsed>[\d:]+)<")
 WARNING = re.compile(r"\S+:\d+: (?P<category>\w*Warning): (?P<message>.*)")

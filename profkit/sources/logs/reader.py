@@ -142,7 +142,7 @@ class Reader:
         if lineno == 1:
             self.first_text = line
         stream = self.default
-        if line[:2] != "20" and line[:1] != "\r":  # not a timestamp-first line nor a tqdm render: a process prefix?
+        if line[:2] != "20":  # not a timestamp-first line: a process prefix, or a tqdm render?
             stream, line = self._split_prefix(line)
         armed, self.arm = self.arm, None
         if whole and "\r" not in line:
@@ -156,7 +156,19 @@ class Reader:
 
     def _split_prefix(self, line: str) -> tuple[Stream, str]:
         m = g.PREFIX.match(line)
-        return (self._prefixed_stream(m), line[m.end():]) if m else (self.default, line)
+        return (self._prefixed_stream(m), line[m.end():]) if m else (self._bar_writer(line), line)
+
+    def _bar_writer(self, line: str) -> Stream:
+        """The stream of an unprefixed line: a tqdm bar's (and what is glued to it) is the one process's
+        when exactly one prefixed process wrote records and nothing unprefixed did; else unprefixed.
+
+        vLLM prefixes what its workers log and print, not what tqdm writes to stderr.
+        """
+        if self.default.run is None and line.lstrip("\r").startswith(g.TQDM_START):
+            writers = [s for s in self.streams.values() if s.run is not None]
+            if len(writers) == 1:
+                return writers[0]
+        return self.default
 
     def _pieces(self, stream: Stream, line: str, lineno: int, whole: bool = True) -> None:
         """Split a line on \\r and record headers; a record followed by anything was cut off."""
@@ -183,7 +195,7 @@ class Reader:
         """Text outside any record: a tqdm bar, a Python warning, or someone else's line."""
         if not text.strip():
             return
-        if "[AutoTuner]: Tuning " in text:
+        if g.TQDM_START in text:
             m = g.TQDM.search(text)
             if m:
                 self.readable = True
@@ -279,6 +291,7 @@ class Reader:
         if body.startswith(g.GENERATED_PROFILE):
             profile = body[len(g.GENERATED_PROFILE):]
             if not stream.in_profiles or profile in stream.call.generated_set:  # a call's profiles are distinct
+                self._close_group(stream, superseded=True)
                 self._open_call(stream, lineno, ts)
             stream.call.add_profile(profile)
             stream.in_profiles = True
@@ -383,7 +396,7 @@ class Reader:
     def _group_for(self, stream: Stream, lineno: int, shapes: str | None) -> Group:
         group = stream.group
         if group is not None and shapes is not None and group.shapes is not None and group.shapes != shapes:
-            self._close_group(stream)  # a new profile without a winner line for the last one
+            self._close_group(stream, superseded=True)  # a new profile without a winner line for the last one
             group = None
         if group is None:
             call = self._ensure_call(stream, lineno, None)
@@ -396,26 +409,34 @@ class Reader:
             group.shapes = shapes
         return group
 
-    def _close_group(self, stream: Stream) -> None:
+    def _close_group(self, stream: Stream, *, superseded: bool = False) -> None:
+        """End the open group; ``superseded``: another profile's records follow it, with no winner line between.
+
+        choose_one prints a winner line after every profile with a timed candidate (AT:2581);
+        rank_tactics, run inside another runner's get_valid_tactics, prints none (AT:2611).
+        """
         if stream.failure is not None:
             self._add_failure(stream, stream.failure)
         group, stream.group = stream.group, None
+        if superseded and group is not None and group.profile is None \
+                and any(self.cands.status(k) != "failed" for k in self.cands.rows(group)):
+            group.ranked = True
         last = self.cands.last_row(group) if group is not None else None
         if last is not None:  # bulk and repeated lines do not move the run's last line
             run = group.call.run
             run.last_line = max(run.last_line, self.cands.line[last])
 
     def _bar(self, stream: Stream, lineno: int, m: re.Match) -> None:
-        op, n, total = m["op"], int(m["n"]), int(m["total"])
-        call = stream.call if stream.call is not None and stream.call.takes_bar(op, n, total) else None
-        if call is None and stream.last_call is not None and stream.last_call.takes_bar(op, n, total):
+        op, n, total, elapsed = m["op"], int(m["n"]), int(m["total"]), g.clock_seconds(m["elapsed"])
+        call = stream.call if stream.call is not None and stream.call.takes_bar(op, n, total, elapsed) else None
+        if call is None and stream.last_call is not None and stream.last_call.takes_bar(op, n, total, elapsed):
             call = stream.last_call
         if call is None:
             if stream.call is not None and stream.call.generated:
                 return  # a late render of an earlier call's bar, inside a call the debug lines delimit
             call = self._open_call(stream, lineno, None)  # a log without debug lines: the bar is the call
         call.op = call.op or op
-        call.bar_n, call.bar_total, call.bar_elapsed_s = n, total, g.clock_seconds(m["elapsed"])
+        call.bar_n, call.bar_total, call.bar_elapsed_s = n, total, elapsed
 
     # -- candidates, failures, winners -------------------------------------------------------
     def _candidate(self, stream: Stream, lineno: int, body: str, msg: str) -> Group | None:

@@ -46,10 +46,14 @@ class Call:
         self.generated.append(profile)
         self.generated_set.add(profile)
 
-    def takes_bar(self, op: str, n: int, total: int) -> bool:
-        """Whether a tqdm render belongs to this call (same op and profile count, not restarted)."""
+    def takes_bar(self, op: str, n: int, total: int, elapsed_s: float) -> bool:
+        """Whether a tqdm render belongs to this call: same op and profile count, not restarted.
+
+        A bar restarted shows a lower count or a lower elapsed time: within one bar neither goes back.
+        """
         expected = len(self.generated) or self.bar_total
-        return self.op in (None, op) and expected in (None, total) and (self.bar_n is None or n >= self.bar_n)
+        return self.op in (None, op) and expected in (None, total) and (self.bar_n is None or n >= self.bar_n) \
+            and (self.bar_elapsed_s is None or elapsed_s >= self.bar_elapsed_s)
 
 
 @dataclasses.dataclass(slots=True)
@@ -65,6 +69,12 @@ class Group:
     profile: str | None = None
     n_skipped: int | None = None
     end_ts: str | None = None
+    ranked: bool = False  # a rank_tactics stage: timed candidates, no winner line, and the call went on
+
+    @property
+    def op_name(self) -> str | None:
+        """Its op: named by its own lines, else its call's (a rank_tactics stage's op is not the call's)."""
+        return self.op or (None if self.ranked else self.call.op)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

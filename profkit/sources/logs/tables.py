@@ -77,7 +77,7 @@ def build(readers: Sequence[Reader], problems: Sequence[dict] = ()) -> dict[str,
 
 def _group_keys(reader: Reader) -> list[tuple]:
     """(op, profile or opt shapes) of each profile group: what its candidates' bucket is read from."""
-    return [(group.op or group.call.op, group.profile or group.shapes) for group in reader.groups]
+    return [(group.op_name, group.profile or group.shapes) for group in reader.groups]
 
 
 def _per_row(values: list, dtype: str, rows: np.ndarray):
@@ -93,7 +93,7 @@ def _candidate_frame(reader: Reader, buckets: pd.DataFrame) -> pd.DataFrame:
         "run_id": _per_row([gr.call.run.run_id for gr in groups], "string", rows),
         "rank": _per_row([gr.call.run.rank for gr in groups], "Int64", rows),
         "call": _per_row([gr.call.number for gr in groups], "Int64", rows),
-        "op": _per_row([gr.op or gr.call.op for gr in groups], "string", rows),
+        "op": _per_row([gr.op_name for gr in groups], "string", rows),
         "profile": _per_row([gr.profile for gr in groups], "string", rows),
         "shapes": _per_row([gr.shapes for gr in groups], "string", rows),
         "file": _per_row([reader.name] * len(groups), "string", rows),
@@ -134,7 +134,7 @@ def _tuning_rows(reader: Reader) -> list[dict]:
                 "status": "oom_abort" if call.oom else "ok", "error": ""}
         profiled = [gr for gr in call.groups if total[gr.gid] or gr.profile]
         for gr in profiled:
-            rows.append({**base, "op": gr.op or call.op, "kind": "profile", "profile": gr.profile,
+            rows.append({**base, "op": gr.op_name, "kind": "profile", "profile": gr.profile,
                          "shapes": gr.shapes, "wall_s": g.span(gr.start_ts, gr.end_ts), "status": "ok",
                          "n_candidates": total[gr.gid], "n_failed": failed[gr.gid], "n_skipped": gr.n_skipped})
         span = g.span(call.first_ts, call.last_ts)
