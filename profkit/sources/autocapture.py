@@ -146,8 +146,8 @@ class _ProcessCapture:
         """Append the rows recorded since the last segment; never raise into the program."""
         with self.lock:
             counts = self.capture.row_counts()
-            if counts == self.written:
-                return
+            if all(n == self.written.get(table, 0) for table, n in counts.items()):
+                return  # nothing new (a process that never tuned writes nothing at all)
             try:
                 self.writer.append(self.capture.tables(since=self.written, runs=not self.written))
                 self.written = counts

@@ -57,6 +57,11 @@ def worker(rank, truth, kill_rank, fork):
     tune_ops(rank, truth, OPS[:1])
     child = os.fork()
     if child == 0:  # the forked child tunes the second op as a rank of its own
+        import torch
+
+        # GNU OpenMP (torch's CPU threads) keeps the parent's thread pool, whose threads a forked
+        # child lacks: its first parallel matmul waits for them forever, with or without profkit.
+        torch.set_num_threads(1)
         os.environ["RANK"] = str(rank + 100)
         tune_ops(rank + 100, truth, OPS[1:])
         os._exit(0)
