@@ -41,12 +41,15 @@ from bench_read_log import build  # noqa: E402
 
 TABLES = ("candidates", "winners", "tuning", "runs", "events", "report")
 RANKS = ROOT / "tests" / "data" / "log_interleaved_ranks"
+JIT = b" - flashinfer.jit: "
 
 
 def shipped(bases: tuple[str, ...] = ("data", "tests/data")) -> Iterator[tuple[str, Callable[[], object]]]:
-    """(name, what to pass to read_log) of every log file in data/ and tests/data/."""
+    """(name, what to pass to read_log) of every log in data/ and tests/data/: ``*.log``, ``*.log.gz``, and
+    text files holding a FlashInfer record (e.g. a verify run's ``run.txt``)."""
     for base in (ROOT / b for b in bases):
-        for path in sorted(p for p in {*base.rglob("*.log"), *base.rglob("*.log.gz")} if p.is_file()):
+        texts = {p for p in base.rglob("*.txt") if p.is_file() and JIT in p.read_bytes()}
+        for path in sorted(p for p in {*base.rglob("*.log"), *base.rglob("*.log.gz"), *texts} if p.is_file()):
             yield str(path.relative_to(ROOT)), lambda path=path: path.relative_to(ROOT)  # runs.path as given
 
 
@@ -113,9 +116,9 @@ def inputs(tmp: Path, lines: int) -> Iterator[tuple[str, Callable[[], object]]]:
 
 def small(tmp: Path) -> Iterator[tuple[str, Callable[[], object]]]:
     """The inputs tests/test_logs.py holds golden digests of: the shipped logs, tests/data's and the damaged
-    variants, less the cut gzip (since the shared input module, the cut last line is named, not dropped)."""
+    variants (with 5 cuts, not 20)."""
     yield from shipped()
-    yield from ((name, make) for name, make in damaged(tmp, cuts=5) if name != "cut gzip")
+    yield from damaged(tmp, cuts=5)
 
 
 def digest(result: dict[str, pd.DataFrame] | str) -> dict[str, str] | str:
