@@ -16,6 +16,7 @@ from pathlib import Path
 
 from profkit import schema
 from profkit.sources.cache import Name, key_fields, literal
+from profkit.sources.inputs import as_int
 
 JIT = " - flashinfer.jit: "
 TIMESTAMP_LENGTH = 23  # "2026-12-02 21:08:33,061"
@@ -40,7 +41,7 @@ RANK_IN_NAME = re.compile(r"(?:TP|rank|RANK)[ _=]?(\d+)")
 RUNNER = re.compile(r"<(?P<qual>\S+) object at (?P<addr>0x[0-9a-fA-F]+)>")
 TQDM_START = "[AutoTuner]: Tuning "  # tqdm's description of a tuning call's bar
 TQDM = re.compile(r"\[AutoTuner\]: Tuning (?P<op>.+?):\s+\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+) "
-                  r"\[(?P<elapsed>[\d:]+)<")
+                  r"\[(?P<elapsed>(?:\d+:)?\d+:\d\d)<")  # tqdm's format_meter; elapsed as format_interval writes it
 WARNING = re.compile(r"\S+:\d+: (?P<category>\w*Warning): (?P<message>.*)")
 OPT_DIM = re.compile(r"StaticDim\(val=(-?\d+)\)|DynamicDim\(min=-?\d+, opt=(-?\d+)")
 SKIPPED = re.compile(r"Skipped (\d+) unsupported tactic\(s\) for (.+?) \(enable debug logs")
@@ -202,11 +203,15 @@ def fits(shapes: str, profile: str) -> bool:
 
 def opt_shapes(profile_repr: str) -> str | None:
     """Opt shapes text of an OptimizationProfile repr: StaticDim val / DynamicDim opt per dimension."""
-    inner = profile_repr.partition("shapes=[")[2].partition("], tensor_initializers")[0]
+    _, found, rest = profile_repr.partition("shapes=[")
+    inner = rest.partition("], tensor_initializers")[0]
     tensors = re.findall(r"\[([^\[\]]*)\]", inner)
-    if not inner or not tensors and inner.strip():
+    if not found or not tensors and inner.strip():
         return None
-    return str(tuple(tuple(int(a or b) for a, b in OPT_DIM.findall(t)) for t in tensors))
+    dims = [[as_int(a or b) for a, b in OPT_DIM.findall(t)] for t in tensors]
+    if any(d is None for t in dims for d in t):
+        return None
+    return str(tuple(tuple(t) for t in dims))
 
 
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d) (\d\d):(\d\d):(\d\d),(\d{3})", re.ASCII)
@@ -232,11 +237,37 @@ def span(start: str | None, end: str | None) -> float:
 
 @functools.lru_cache(maxsize=1024)  # tqdm renders repeat the same few elapsed texts
 def clock_seconds(text: str) -> float:
-    """tqdm's elapsed ``[H:]MM:SS`` in seconds."""
+    """tqdm's elapsed ``[H:]MM:SS`` in seconds; NaN if it is not one."""
+    if not _CLOCK.fullmatch(text):
+        return math.nan
     total = 0.0
     for part in text.split(":"):
         total = total * 60 + int(part)
     return total
+
+
+_CLOCK = re.compile(r"(?:\d{1,12}:)?\d{1,12}:\d\d", re.ASCII)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Bar:
+    """One render of a tuning call's tqdm bar (``desc="[AutoTuner]: Tuning <op>"``, ``unit="profile"``)."""
+
+    op: str
+    n: int
+    total: int
+    elapsed_s: float
+
+
+def parse_bar(text: str) -> Bar | None:
+    """The first bar render in ``text``, or None (none there, or counts that do not fit an Int64)."""
+    m = TQDM.search(text)
+    if m is None:
+        return None
+    n, total = as_int(m["n"]), as_int(m["total"])
+    if n is None or total is None:
+        return None
+    return Bar(m["op"], n, total, clock_seconds(m["elapsed"]))
 
 
 def iso(ts: str | None) -> str | None:

@@ -196,11 +196,11 @@ class Reader:
         if not text.strip():
             return
         if g.TQDM_START in text:
-            m = g.TQDM.search(text)
-            if m:
+            bar = g.parse_bar(text)
+            if bar is not None:
                 self.readable = True
                 self.count("read", "tqdm progress bar", lineno, text)
-                self._bar(stream, lineno, m)
+                self._bar(stream, lineno, bar)
                 return
         if "Warning: " in text:
             m = g.WARNING.search(text)
@@ -426,17 +426,16 @@ class Reader:
             run = group.call.run
             run.last_line = max(run.last_line, self.cands.line[last])
 
-    def _bar(self, stream: Stream, lineno: int, m: re.Match) -> None:
-        op, n, total, elapsed = m["op"], int(m["n"]), int(m["total"]), g.clock_seconds(m["elapsed"])
-        call = stream.call if stream.call is not None and stream.call.takes_bar(op, n, total, elapsed) else None
-        if call is None and stream.last_call is not None and stream.last_call.takes_bar(op, n, total, elapsed):
+    def _bar(self, stream: Stream, lineno: int, bar: g.Bar) -> None:
+        call = stream.call if stream.call is not None and stream.call.takes_bar(bar) else None
+        if call is None and stream.last_call is not None and stream.last_call.takes_bar(bar):
             call = stream.last_call
         if call is None:
             if stream.call is not None and stream.call.generated:
                 return  # a late render of an earlier call's bar, inside a call the debug lines delimit
             call = self._open_call(stream, lineno, None)  # a log without debug lines: the bar is the call
-        call.op = call.op or op
-        call.bar_n, call.bar_total, call.bar_elapsed_s = n, total, elapsed
+        call.op = call.op or bar.op
+        call.bar_n, call.bar_total, call.bar_elapsed_s = bar.n, bar.total, bar.elapsed_s
 
     # -- candidates, failures, winners -------------------------------------------------------
     def _candidate(self, stream: Stream, lineno: int, body: str, msg: str) -> Group | None:

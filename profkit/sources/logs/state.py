@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from profkit.sources.logs.grammar import Bar
+
 
 @dataclasses.dataclass(slots=True)
 class Run:
@@ -46,14 +48,15 @@ class Call:
         self.generated.append(profile)
         self.generated_set.add(profile)
 
-    def takes_bar(self, op: str, n: int, total: int, elapsed_s: float) -> bool:
+    def takes_bar(self, bar: Bar) -> bool:
         """Whether a tqdm render belongs to this call: same op and profile count, not restarted.
 
         A bar restarted shows a lower count or a lower elapsed time: within one bar neither goes back.
         """
         expected = len(self.generated) or self.bar_total
-        return self.op in (None, op) and expected in (None, total) and (self.bar_n is None or n >= self.bar_n) \
-            and (self.bar_elapsed_s is None or elapsed_s >= self.bar_elapsed_s)
+        return self.op in (None, bar.op) and expected in (None, bar.total) \
+            and (self.bar_n is None or bar.n >= self.bar_n) \
+            and (self.bar_elapsed_s is None or not bar.elapsed_s < self.bar_elapsed_s)
 
 
 @dataclasses.dataclass(slots=True)
