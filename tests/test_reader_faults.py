@@ -361,7 +361,6 @@ def test_step_values_that_do_not_fit_are_left_empty_and_named(tmp_path, field, v
 
 
 # -- read_log: lists with an unreadable file ---------------------------------------------------
-@pytest.mark.xfail(reason="needs the log reader on sources/inputs (helper B's switch)", strict=False)
 @pytest.mark.parametrize("how", DAMAGE + ["missing"])
 def test_a_list_of_logs_keeps_the_readable_ones(tmp_path, how):
     bad = tmp_path / "rank1.log"
@@ -382,7 +381,6 @@ def parse(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.xfail(reason="needs the log reader on sources/inputs (helper B's switch)", strict=False)
 def test_parse_gives_same_named_logs_their_own_run_ids(tmp_path):
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
