@@ -11,6 +11,7 @@ import pytest
 import profkit
 from profkit import analysis
 from profkit.analysis.overview import overview
+from profkit.analysis.step import measured_step_change
 from profkit.cli import main
 from profkit.errors import ProfkitError
 from profkit.sources.datadir import read_datadir, shipped_bench
@@ -216,3 +217,113 @@ def test_a_new_section_drops_in_with_one_entry(tmp_path):
     cost = pd.read_csv(tmp_path / "runner_cost.csv")
     assert len(cost) == len(analysis.runner_cost(data.tables.candidates)) > 10
     assert f"Top 10 of {len(cost)} rows (most seconds first)" in md
+
+
+# -- profkit verify and advise on the page ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def whole():
+    """The report context of the whole data folder: the H200 captures and the verify tables."""
+    data = read_datadir(DATA)
+    return report.ReportContext(data=data, results=overview(data))
+
+
+def test_verify_section_counts_what_op_summary_computes(whole):
+    from profkit.analysis.verify import bucket_verdicts, op_summary
+    from profkit.sources.verify import read_verify
+
+    # The shipped tunings' verify tables; the policy study's (a policy column) have their own table.
+    summary = op_summary(bucket_verdicts(read_verify(DATA / "h200-verify" / "sweep", DATA / "h200-verify" / "step")))
+    section = report.verify_section(whole)
+    assert section.title == "Do the tuner's picks hold in serving?"
+    for row in summary.itertuples(index=False):
+        assert (f"- `{row.op}`: of {row.buckets} buckets the tuner's pick was **{row.faster} faster, {row.slower} "
+                f"slower** and {row.within_noise} within noise") in section.text
+    assert "14 verify tables of 14 captured tuning runs" in section.text
+    shown = section.tables[0].frame
+    assert shown[["op", "faster", "slower", "within_noise"]].astype(str).values.tolist() == \
+        summary[["op", "faster", "slower", "within_noise"]].astype(str).values.tolist()
+    names = [f.name for f in section.figures]
+    assert names[0] == "serving_vs_tuner" and len(section.figures[0].draw().axes) == 2  # one panel per op
+    assert {"h200-verify_step_llama3-8b_bf16", "h200-verify_step_llama3-8b_fp8",
+            "h200-advise_step_llama3-8b_fp8"} <= set(names)
+    assert "verify_policies" in [t.name for t in section.tables]
+
+
+def test_verify_section_policy_table_from_the_policy_study(whole):
+    from profkit.analysis.verify import policy_table
+
+    v = whole.data.verify
+    study = v[v["policy"].notna()]
+    study = study.assign(run_id=study["source"].str.rpartition("/")[0])  # one tuning per table
+    section = report.verify_section(whole)
+    table = next(t.frame for t in section.tables if t.name == "verify_policies")
+    assert sorted(table["policy"]) == sorted(study["policy"].unique())
+    expected = policy_table(study)
+    assert table[["policy", "slower", "buckets"]].values.tolist() == expected[["policy", "slower", "buckets"]].values.tolist()
+    assert table["tuning_s"].notna().all()  # from the study's provenance.json runs
+    # o was tuned in two processes, qkv in one, down (v2-eager only) in one: 20 buckets per tuning.
+    assert dict(zip(table["policy"], table["buckets"])) == {"autotune": 60, "v2-graph": 60, "v2-eager": 80}
+    for row in expected.itertuples(index=False):
+        assert f"`{row.policy}` {row.op} ({row.shapes} shapes, {row.buckets} buckets" in section.text
+        assert f"**{row.slower} slower** than the default" in section.text
+
+
+def test_verify_section_states_the_repaired_step_against_untuned_and_cache(whole):
+    rows = whole.data.step_other
+    rows = rows[rows["source"].str.startswith("h200-verify/step-three-processes/llama3-8b-fp8")]
+    assert set(rows["state"]) == {"untuned", "cache", "repaired"}
+    m = measured_step_change(rows, baseline="untuned")
+    rep = m[m["state"] == "repaired"]
+    faster = int((rep["beyond_noise"] & ~rep["slower"]).sum())
+    assert (f"- llama3-8b fp8 step (h200-verify/step-three-processes): repaired vs untuned: {faster} faster, "
+            f"{int(rep['slower'].sum())} slower beyond noise of {len(rep)} sizes; repaired vs cache:"
+            ) in report.verify_section(whole).text
+
+
+def test_verify_section_absent_without_verify_tables():
+    data = read_datadir(DATA / "h200")
+    assert data.verify.empty
+    ctx = report.ReportContext(data=data, results=overview(data))
+    assert ctx.verdicts.empty and report.verify_section(ctx) is None
+    assert report.verify_low_latency_lines(ctx) == []
+
+
+def test_low_latency_lines_from_verify_at_m_up_to_8(whole):
+    v = whole.verdicts
+    lines = report.verify_low_latency_lines(whole)
+    assert len(lines) == 2
+    for op, line in zip(("bf16_gemm", "fp8_gemm"), lines):
+        small = v[(v["op"] == op) & (v["m"] <= 8)]
+        counts = small["verdict"].value_counts()
+        assert line.startswith(f"`{op}` in serving at M = 1, 2, 3, 4, 5, 6, 7, 8 ")
+        assert (f"median {small['serving_speedup'].median():.3f}x the default's speed; **{counts['faster']} faster, "
+                f"{counts['slower']} slower** beyond noise and {counts['within_noise']} within noise, of "
+                f"{len(small)} (capture, shape, M) points.") in line
+    glance = report.glance(whole).text
+    assert lines[0] in glance and "[serving vs tuner](#fig-serving_vs_tuner)" in glance
+
+
+def test_advise_section_is_on_the_page(built, whole):
+    out, files = built
+    md = (out / "index.md").read_text()
+    assert "- [Tuning plan (profkit advise)](#tuning-plan-profkit-advise)" in md
+    assert {"advise_fp8_gemm.png", "advise_bf16_gemm.png", "advise_plan.csv"} <= {p.name for p in files}
+    assert "by tuner timings" in _section(md, "Tuning plan (profkit advise)")  # no verify tables under data/h200
+    assert "by serving timings" in report.advise_report_section(whole).text
+
+
+def test_datadir_stacks_every_verify_table_and_names_an_unreadable_one(tmp_path):
+    shutil.copytree(DATA / "h200" / "fp8-repeat-r1" / "fp8_gemm-llama3-8b-o", tmp_path / "data" / "cap")
+    good = DATA / "h200-verify" / "sweep"
+    for name in ("fp8_gemm-llama3-8b-o", "bf16_gemm-llama3-8b-o"):
+        (tmp_path / "data" / "verify" / name).mkdir(parents=True)
+        shutil.copy(good / name / "verify.parquet", tmp_path / "data" / "verify" / name)
+    bad = tmp_path / "data" / "verify" / "broken" / "verify.parquet"
+    bad.parent.mkdir()
+    bad.write_bytes((good / "fp8_gemm-llama3-8b-o" / "verify.parquet").read_bytes()[:200])
+    with pytest.warns(UserWarning, match="could not be read"):
+        data = read_datadir(tmp_path / "data")
+    assert len(data.problems) == 1 and str(bad) in data.problems[0]
+    assert sorted(data.verify["source"].unique()) == ["verify/bf16_gemm-llama3-8b-o/verify.parquet",
+                                                      "verify/fp8_gemm-llama3-8b-o/verify.parquet"]
+    assert len(data.verify) == 2 * 174 and "verify rows" in repr(data)

@@ -260,7 +260,8 @@ def test_step_times_lines_per_state_at_the_batch_sizes():
         assert bars.lines[0].get_xydata()[:, 0].tolist() == [1, 4, 16]
     tuned = ax.containers[1].lines[0].get_xydata()[:, 1]
     assert tuned.tolist() == pytest.approx([0.91, 3.61, 14.41])
-    assert [c.lines[0].get_color() for c in ax.containers] == [_step.STATE_COLOURS[s] for s in _step.STATE_ORDER]
+    assert [c.lines[0].get_color() for c in ax.containers] == [_step.STATE_COLOURS[s] for s in
+                                                               ("untuned", "tuned", "cache", "torch")]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "untuned (FlashInfer fallback)", "tuned (same process, after the tuning pass)",
         "cache (fresh process, tuned cache.json)", "torch (plain torch linears)"]
@@ -337,7 +338,15 @@ def _args(name, data, r, labels):
         "plot_step_change": lambda: ((r.step_measured,), {"predicted": r.step_predicted}),
         "plot_step_times": lambda: ((r.step_rows,), {"model": "llama3-8b", "dtype": "fp8"}),
         "plot_kernel_vs_e2e": lambda: ((analysis.kernel_vs_e2e(r.speedups, _seed_pair()),), {}),
+        "plot_serving_vs_tuner": lambda: ((_shipped_verdicts(),), {}),
     }[name]()
+
+
+def _shipped_verdicts() -> pd.DataFrame:
+    from profkit.analysis.verify import bucket_verdicts
+    from profkit.sources.verify import read_verify
+
+    return bucket_verdicts(read_verify(DATA / "h200-verify"))
 
 
 def _seed_pair():
@@ -420,3 +429,23 @@ def test_views_never_read_a_file_or_call_a_reader(path):
 def test_the_reader_scan_sees_a_reader():
     tree = ast.parse("import pandas as pd\nx = pd.read_parquet(p)\nwith open(p) as f: pass\nPath(p).read_text()")
     assert {name for _, name in _calls(tree)} >= {"read_parquet", "open", "read_text"}
+
+
+def test_serving_vs_tuner_counts_each_quadrant_and_verdict():
+    v = _shipped_verdicts()
+    fig = views.plot_serving_vs_tuner(v, op="fp8_gemm")
+    ax = fig.axes[0]
+    at = v[(v["op"] == "fp8_gemm") & v["at_bucket"]]
+    counts = at["verdict"].value_counts()
+    assert ax.get_title() == (f"fp8_gemm: {counts['faster']} faster, {counts['within_noise']} within noise,\n"
+                              f"{counts['slower']} slower than the default in serving (of {len(at)})")
+    x, y = at["tuner_speedup"], at["serving_speedup"]
+    lost = int(((x > 1) & (y <= 1)).sum())
+    lost_beyond = int(((x > 1) & (y <= 1) & (at["verdict"] == "slower")).sum())
+    texts = [t.get_text() for t in ax.texts]
+    assert str(lost) in texts and f"tuner: faster, serving: slower\n({lost_beyond} beyond noise)" in texts
+    assert sum(int(t) for t in texts if t.isdigit()) == len(at)  # the four quadrant counts cover every bucket
+    both = views.plot_serving_vs_tuner(v)
+    assert [a.get_title().split(":")[0] for a in both.axes] == ["bf16_gemm", "fp8_gemm"]
+    with pytest.warns(UserWarning, match="no verify verdict"):
+        assert "no verify verdict" in views.plot_serving_vs_tuner(v.iloc[:0]).axes[0].texts[0].get_text()

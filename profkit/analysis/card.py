@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from profkit._versions import cudnn_version
 from profkit.analysis._frames import DEFAULT_NOISE_PCT, default_rows, flashinfer_rows, require, shapes_of
 from profkit.analysis.decisions import noise as _noise
 from profkit.analysis.tactics import decode_tactic
@@ -244,7 +245,8 @@ def winner_card(candidates: pd.DataFrame, *, op: str, bucket: int, shape: str | 
         r = runs[(runs["run_id"].astype("string") == run_id).fillna(False).to_numpy(dtype=bool)]
         if len(r):
             row = r.iloc[0]
-            env = tuple((label, str(row[field])) for field, label in _ENV_FIELDS
+            env = tuple((label, cudnn_version(row[field]) if field == "cudnn" else str(row[field]))
+                        for field, label in _ENV_FIELDS
                         if field in r.columns and not pd.isna(row[field]))
     timing = mine["timing"].dropna().iloc[0] if "timing" in mine.columns and mine["timing"].notna().any() else None
     return WinnerCard(

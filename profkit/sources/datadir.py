@@ -2,7 +2,8 @@
 
 :func:`read_datadir` walks a directory laid out as the shipped ``data/`` (see ``data/README.md``):
 saved captures (``profkit.load``), the ``cache.json`` FlashInfer wrote beside a capture, op
-timings (``op_timings.parquet``), ``profkit step`` results (``step.jsonl``), provenance files and,
+timings (``op_timings.parquet``), ``profkit step`` results (``step.jsonl``), ``profkit verify``
+tables (``verify.parquet``), provenance files and,
 when given, engine result files. It returns a :class:`DataDir` of frames and plain mappings; the
 analyses and the report never open a file. A file that cannot be read is named in
 ``DataDir.problems`` (and warned about), and the rest is read.
@@ -54,6 +55,8 @@ class DataDir:
             shipped files say what GPU and model they ran on).
         provenance: provenance.json contents by folder (relative to the root).
         labels: display names per shape label (``"N=6144 K=4096" -> "llama3-8b qkv"``).
+        verify: every ``verify.parquet`` under the root, stacked (``read_verify``; ``source`` =
+            the file, relative to the root); empty when none.
         problems: files that could not be read, as ``"<file>: <reason>"``.
     """
 
@@ -70,13 +73,15 @@ class DataDir:
     bench_notes: Mapping[str, str]
     provenance: Mapping[str, dict]
     labels: Mapping[str, str]
+    verify: pd.DataFrame
     problems: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         lines = [f"DataDir {self.root}",
                  f"  {len(self.tables.runs)} runs, {len(self.tables.candidates)} candidates, "
                  f"{len(self.op_timings)} op timings, {len(self.step)} step rows "
-                 f"(+{len(self.step_other)} in other step sets), {len(self.bench)} bench rows"]
+                 f"(+{len(self.step_other)} in other step sets), {len(self.verify)} verify rows, "
+                 f"{len(self.bench)} bench rows"]
         if self.problems:
             lines.append(f"  WARNING: {len(self.problems)} file(s) could not be read; see .problems")
         return "\n".join(lines)
@@ -87,7 +92,8 @@ def read_datadir(path: str | Path, *, bench: Sequence[str | Path] = ()) -> DataD
 
     Args:
         path: the directory; every saved capture below it is loaded, with ``cache.json``,
-            ``op_timings.parquet``, ``step.jsonl`` and ``provenance.json`` files where present.
+            ``op_timings.parquet``, ``step.jsonl``, ``verify.parquet`` and ``provenance.json`` files
+            where present.
         bench: engine result files to add (``profkit.read_bench``, labelled by file name), e.g.
             an autotune off/on pair of SGLang ``bench_serving`` outputs, baseline first.
 
@@ -121,7 +127,8 @@ def read_datadir(path: str | Path, *, bench: Sequence[str | Path] = ()) -> DataD
                    step_captures=captures, linears=linears, model_layers=layers,
                    cache_winners=_cache_winners(root, problems), bench=bench_frame, bench_notes=bench_notes,
                    provenance=provenance,
-                   labels=_shape_labels(op_timings, provenance), problems=tuple(problems))
+                   labels=_shape_labels(op_timings, provenance), verify=_verify(root, problems),
+                   problems=tuple(problems))
     if problems:
         warnings.warn(f"{root}: {len(problems)} file(s) could not be read and were skipped: {'; '.join(problems)}",
                       stacklevel=2)
@@ -167,6 +174,19 @@ def _steps(root: Path, problems: list) -> tuple[pd.DataFrame, pd.DataFrame, dict
             tuned_sets.add(p.parent.parent)
     pick = lambda sets: pd.concat([f for s in sets for f in by_set[s]], ignore_index=True) if sets else pd.DataFrame()  # noqa: E731
     return (pick(sorted(tuned_sets)), pick(sorted(set(by_set) - tuned_sets)), captures)
+
+
+def _verify(root: Path, problems: list) -> pd.DataFrame:
+    """Every readable verify table under the root; an unreadable one is named in ``problems``."""
+    from profkit.sources.verify import read_verify
+
+    frames = []
+    for p in sorted(root.rglob("verify.parquet")):
+        try:
+            frames.append(read_verify(p).assign(source=_rel(p, root)))
+        except ProfkitError as exc:
+            problems.append(str(exc))
+    return pd.concat(frames, ignore_index=True) if frames else schema.empty("verify")
 
 
 def _models(models: Sequence[str]) -> tuple[dict, dict]:

@@ -15,10 +15,11 @@ from profkit.views._speedup import plot_speedup
 from profkit.views._step import plot_step_times
 from profkit.views._tactic_map import plot_tactic_map
 from profkit.views._tuning import plot_tuning_time, plot_tuning_value
+from profkit.views._verify import plot_serving_vs_tuner
 
 
 __all__ = [
     "explorer", "plot_candidates", "plot_diff", "plot_kernel_vs_e2e", "plot_op_timings", "plot_rank_divergence",
-    "plot_speedup", "plot_step_change", "plot_step_times", "plot_tactic_map", "plot_tuning_time", "plot_tuning_value",
-    "plot_winner_flips",
+    "plot_serving_vs_tuner", "plot_speedup", "plot_step_change", "plot_step_times", "plot_tactic_map",
+    "plot_tuning_time", "plot_tuning_value", "plot_winner_flips",
 ]

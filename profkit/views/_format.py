@@ -88,17 +88,6 @@ def picks(text) -> str:
     return _PICK.sub(lambda m: f"{m.group(1)} {tactic(m.group(1), m.group(2))}", str(text))
 
 
-def cudnn_version(value) -> str:
-    """cuDNN's integer version as written (91900 -> 9.19.0, 8907 -> 8.9.7); other text unchanged."""
-    text = str(value)
-    if not text.isdigit():
-        return text
-    v = int(text)
-    if v >= 10000:
-        return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
-    return f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
-
-
 def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` as strings: numbers via :func:`number`, tactics decoded, units in the headers."""
     out = {}

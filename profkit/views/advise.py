@@ -32,9 +32,11 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from profkit.analysis.advise import Plan
-from profkit.views._style import ACCENT, NEUTRAL, SLOWER, bucket_edges, figure_and_axes, log2_bucket_axis, styled
+from profkit.views._style import ACCENT, NEUTRAL, SLOWER, categorical_bucket_axis, figure_and_axes, styled
 
 FLASHINFER_CHECKED = "flashinfer-python 0.7.2.post1"
 SGLANG_CHECKED = "sgl-project/sglang @ 028ae083 (flashinfer_autotune.py), server_args.py @ 001067ff"
@@ -158,22 +160,31 @@ def _blocked_summary(plan: Plan) -> str:
 
 @styled
 def plot_plan(plan: Plan, *, op: str | None = None, ax=None) -> Figure:
-    """Tuning seconds per bucket (tuned: dark, left out: grey) with the step time each bucket's tuning buys."""
+    """Per bucket (one equal cell each): tuning seconds (tuned by the plan: dark, left out: grey), and
+    the step time per pass each bucket's tuning buys beyond noise (red line, right axis)."""
     b = plan.buckets if op is None else plan.buckets[plan.buckets["op"] == op]
-    fig, ax = figure_and_axes(ax)
+    fig, ax = figure_and_axes(ax, figsize=(8.0, 3.8))
     per = b.groupby("bucket", observed=True).agg(tuning_s=("tuning_s", "sum"), value_ms=("value_ms", "sum"),
                                                 tuned=("tuned", "any")).reset_index()
-    x = per["bucket"].astype(int).to_numpy()
-    edges = bucket_edges(x.tolist())
-    colours = [ACCENT if t else NEUTRAL for t in per["tuned"]]
-    ax.bar([lo for lo, _ in edges], per["tuning_s"], width=[hi - lo for lo, hi in edges], align="edge",
-           color=colours, edgecolor="white")
+    where = categorical_bucket_axis(ax, per["bucket"].astype(int).tolist())
+    x = [where[int(v)] for v in per["bucket"]]
+    tuned = per["tuned"].to_numpy(dtype=bool)
+    ax.bar(x, per["tuning_s"], width=0.85, color=[ACCENT if t else NEUTRAL for t in tuned], edgecolor="white")
     ax.set_ylabel("tuning s (all shapes)")
-    log2_bucket_axis(ax, per["bucket"].astype(int).tolist())
     twin = ax.twinx()
-    twin.plot(x, 1000.0 * per["value_ms"], color=SLOWER, marker="o", label="gain beyond noise")
-    twin.set_ylabel("us per pass bought by tuning")
-    ax.set_title(f"{op or ', '.join(plan.ops['op'])}: tuned (dark) and left-out (grey) buckets")
+    twin.plot(x, 1000.0 * per["value_ms"], color=SLOWER, marker="o", ms=3.5)
+    twin.set_ylabel("us per pass bought by tuning\n(beyond noise)", color=SLOWER)
+    twin.set_ylim(bottom=min(0.0, twin.get_ylim()[0]))
+    twin.grid(False)
+    handles = [Patch(color=ACCENT, label="tuned by the plan")] if tuned.any() else []
+    handles += [Patch(color=NEUTRAL, label="left out")] if not tuned.all() else []
+    ax.legend(handles=handles + [Line2D([], [], color=SLOWER, marker="o", ms=3.5, label="gain of tuning it")],
+              loc="upper left", fontsize=7)
+    name = op or ", ".join(plan.ops["op"])
+    ops = plan.ops if op is None else plan.ops[plan.ops["op"] == op]
+    full, planned = float(ops["full_s"].sum()), float(ops["planned_s"].sum())
+    ax.set_title(f"{name}: the plan tunes {int(tuned.sum())} of {len(per)} buckets, "
+                 f"{planned:.0f} s of {full:.0f} s of tuning")
     return fig
 
 
@@ -191,16 +202,19 @@ def blocklist_json(plan: Plan) -> str:
 def advise_report_section(ctx):
     """A section builder for :data:`profkit.views.report.SECTIONS`: the plan of the report's captures.
 
-    The plan is the one with no step cost beyond noise (by the tuner's timings), with the budgets
-    table beside it; None when the captures hold nothing to plan from.
+    The plan is the one with no step cost beyond noise (by serving timings where the report has
+    verify verdicts, else the tuner's), with the budgets table beside it; None when the captures
+    hold nothing to plan from.
     """
     from profkit.analysis.advise import advise, budget_frontier
     from profkit.errors import ProfkitError
     from profkit.views import report
 
+    verdicts = getattr(ctx, "verdicts", None)
+    serving = {"verify": verdicts} if verdicts is not None and len(verdicts) else {}
     try:
-        plan = advise(ctx.data.tables)
-        frontier = budget_frontier(ctx.data.tables, metadata=plan.metadata)
+        plan = advise(ctx.data.tables, **serving)
+        frontier = budget_frontier(ctx.data.tables, metadata=plan.metadata, **serving)
     except ProfkitError:
         return None
     text = "\n".join([f"Gains by {plan.gain_source} timings, costs from the tuning table; one pass = one call of "

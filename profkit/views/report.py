@@ -41,6 +41,7 @@ the section up.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
 import io
 import re
@@ -53,7 +54,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from profkit._versions import cudnn_version
+from profkit.analysis import verify as verify_analysis
 from profkit.analysis.overview import Overview, overview
+from profkit.analysis.step import measured_step_change
 from profkit.errors import ProfkitError
 from profkit.views import _format, _style
 from profkit.views._candidates import plot_candidates
@@ -63,6 +67,8 @@ from profkit.views._speedup import plot_speedup
 from profkit.views._step import STATE_ORDER, plot_step_times
 from profkit.views._tactic_map import plot_tactic_map
 from profkit.views._tuning import plot_tuning_time, plot_tuning_value
+from profkit.views._verify import plot_serving_vs_tuner
+from profkit.views.advise import advise_report_section
 
 # The two figures the README shows (``profkit report --only tactic_map,speedup``).
 README_FIGURES = ("tactic_map", "speedup")
@@ -145,6 +151,17 @@ class ReportContext:
 
     data: object
     results: Overview
+
+    @functools.cached_property
+    def verdicts(self) -> pd.DataFrame:
+        """Per-(run, op, shape, M) verdicts (``bucket_verdicts``) of the verify tables of shipped tunings.
+
+        Tables of the policy study (a ``policy`` column) are left out: :func:`verify_section`
+        shows them per policy. Empty without a verify table.
+        """
+        v = self.data.verify
+        v = v[~_policy_rows(v)]
+        return verify_analysis.bucket_verdicts(v) if len(v) else pd.DataFrame()
 
     @property
     def labels(self) -> dict:
@@ -243,9 +260,9 @@ def speedup_lines(ctx: ReportContext) -> list[str]:
 
 
 def low_latency_lines(ctx: ReportContext) -> list[str]:
-    """Small M: the tuner's speedup at buckets <= 8, outside tuning at the smallest M, and the decode step."""
+    """Small M: serving verify at M <= 8, the tuner's speedup at buckets <= 8, outside tuning at the smallest M, the step."""
     r = ctx.results
-    lines = []
+    lines = verify_low_latency_lines(ctx)
     small = r.speedups[(r.speedups["bucket"] <= 8).fillna(False).to_numpy(dtype=bool)]
     for op, g in small.groupby("op", sort=True):
         lines.append(f"`{op}` at buckets 1-8 (decode batch 1-8), by the tuner's timer: median {g['speedup'].median():.3f}x, "
@@ -261,6 +278,22 @@ def low_latency_lines(ctx: ReportContext) -> list[str]:
         if len(dec):
             lines.append(f"A decoder step at batch 1-8, tuned vs untuned: {dec['delta_pct'].min():+.1f}% to "
                          f"{dec['delta_pct'].max():+.1f}% ({int(dec['slower'].sum())} of {len(dec)} slower beyond noise).")
+    return lines
+
+
+def verify_low_latency_lines(ctx: ReportContext) -> list[str]:
+    """Per op, from the verify table at M <= 8: the tuner's pick against the default in serving."""
+    v = ctx.verdicts
+    small = v[(v["m"] <= 8).fillna(False).to_numpy(dtype=bool)] if len(v) else v
+    lines = []
+    for op, g in (small.groupby("op", sort=True) if len(small) else []):
+        counts = g["verdict"].value_counts()
+        ms = ", ".join(str(int(m)) for m in sorted(g["m"].unique()))
+        lines.append(f"`{op}` in serving at M = {ms} (profkit verify: CUDA graph replays, rotating inputs): the "
+                     f"tuner's pick ran a median {g['serving_speedup'].median():.3f}x the default's speed; "
+                     f"**{int(counts.get('faster', 0))} faster, {int(counts.get('slower', 0))} slower** beyond noise "
+                     f"and {int(counts.get('within_noise', 0))} within noise, of "
+                     f"{_count(len(g), '(capture, shape, M) point')}.")
     return lines
 
 
@@ -296,6 +329,7 @@ def glance(ctx: ReportContext) -> Section:
         [ctx.figure("kernel_vs_e2e")] if len(r.e2e) else [])
     see_low = [ctx.figure("step_change")] if len(r.step_measured) else [ctx.figure("speedup")] if len(r.speedups) \
         else [ctx.figure("op_timings")] if len(r.between) else []
+    see_low += [ctx.figure("serving_vs_tuner")] if len(ctx.verdicts) else []
     blocks = [("How long does tuning take?", q1, see_time),
               ("Can it be switched off, and what does off cost?", off, see_off),
               ("Does it help low-latency (small batch) cases?", q3, see_low)]
@@ -475,6 +509,122 @@ def _break_even_text(ctx: ReportContext) -> str:
     return "\n".join(lines)
 
 
+_NEW_STATES = ("repaired", "advised", "planned", "v2-graph", "v2-eager")
+
+
+def _policy_rows(verify: pd.DataFrame) -> np.ndarray:
+    """Rows of the policy study (verify tables with a ``policy``)."""
+    if "policy" not in verify.columns:
+        return np.zeros(len(verify), dtype=bool)
+    return verify["policy"].notna().to_numpy(dtype=bool)
+
+
+def _policy_tuning_s(provenance) -> pd.DataFrame:
+    """(policy, op, tuning_s) per tuning call of the policy study, from its provenance.json ``runs``."""
+    rows = [{"policy": run["policy"], "op": str(run.get("name", "")).partition("-")[0], "tuning_s": run["tune_call_s"]}
+            for p in provenance.values() for run in (p.get("runs") or [])
+            if isinstance(run, dict) and {"policy", "tune_call_s"} <= set(run)]
+    return pd.DataFrame(rows, columns=["policy", "op", "tuning_s"])
+
+
+def _verify_step_rows(ctx: ReportContext) -> pd.DataFrame:
+    """Step rows of the step sets (folders of step runs) that hold a repaired, advised, planned or v2 state."""
+    rows = pd.concat([f for f in (ctx.data.step, ctx.data.step_other) if len(f) and "state" in f], ignore_index=True) \
+        if len(ctx.data.step) or len(ctx.data.step_other) else pd.DataFrame()
+    if rows.empty or "source" not in rows:
+        return rows
+    sets = rows["source"].astype(str).map(lambda src: src.rpartition("/")[0])
+    wanted = set(sets[rows["state"].isin(_NEW_STATES).to_numpy(dtype=bool)])
+    return rows[sets.isin(wanted).to_numpy(dtype=bool)]
+
+
+def verify_section(ctx: ReportContext) -> Section | None:
+    """Do the tuner's picks hold in serving? (profkit verify, the policy table, repaired/advised steps.)"""
+    v, policy = ctx.verdicts, _policy_rows(ctx.data.verify)
+    if v.empty and not policy.any():
+        return None
+    figures, tables, omitted, text = [], [], [], []
+    if len(v):
+        summary = verify_analysis.op_summary(v)
+        shipped = ctx.data.verify[~policy]
+        text.append(f"Each capture's top candidates by the tuner's times, its winner and FlashInfer's default "
+                    f"(runners[0], tactic -1) re-timed outside the tuner the way engines run decode (CUDA graph "
+                    f"replays, inputs rotated over more than L2) by `profkit verify`: "
+                    f"{_count(shipped['source'].nunique(), 'verify table')} of "
+                    f"{_count(shipped['run_id'].nunique(), 'captured tuning run')}. Each bucket counts once per "
+                    "run, at its own M; faster / slower = beyond the p10-p90 bands of both.")
+        text += ["\n".join(f"- `{row.op}`: of {row.buckets} buckets the tuner's pick was **{row.faster} faster, {row.slower} "
+                 f"slower** and {row.within_noise} within noise of the default in serving; median speedup "
+                 f"{row.median_tuner_speedup:.3f}x by the tuner's timer, {row.median_serving_speedup:.3f}x in "
+                 f"serving; median regret against the serving-best candidate {row.median_regret:.2%}; tuner/serving "
+                 f"rank agreement (Spearman) {row.median_rank_agreement:.2f}."
+                 for row in summary.itertuples(index=False))]
+        figures.append(FigureSpec(
+            "serving_vs_tuner", "Do the tuner's picks hold in serving?",
+            "Per bucket (at its own M): the tuner's speedup of its pick over the default (x) against the serving "
+            "speedup (y), with the p10-p90 band. Right of 1 the tuner expected a gain; below 1 serving lost it "
+            "(red corner). Bold numbers count each quadrant.", lambda: plot_serving_vs_tuner(v)))
+        tables.append(Table(summary.assign(median_regret_pct=100 * summary["median_regret"]).drop(
+            columns="median_regret"), "verify_summary"))
+        shown = ctx.named(v.assign(serving_noise_pct=100 * v["serving_noise"], regret_pct=100 * v["regret"]))
+        tables.append(Table(shown[["run_id", "op", "shape", "m", "bucket", "pick_runner", "pick_tactic",
+                                   "tuner_speedup", "serving_speedup", "serving_noise_pct", "verdict", "regret_pct"]],
+                            "verify_verdicts", sort_by="serving_speedup", ascending=True,
+                            what="the pick slowest against the default first; M between buckets included"))
+    if policy.any():
+        study = ctx.data.verify[policy]
+        # One tuning per verify table: the study names its runs by policy and layer, in every process alike.
+        study = study.assign(run_id=study["source"].astype(str).str.rpartition("/")[0])
+        policies = verify_analysis.policy_table(study, _policy_tuning_s(ctx.data.provenance))
+        text.append("Measurement policies (the policy study: each policy tuned the linears inside `profkit.capture`, "
+                    "then `profkit verify` timed its picks the same way): "
+                    + "; ".join(f"`{r.policy}` {r.op} ({_count(r.shapes, 'shape')}, {r.buckets} buckets over the "
+                                f"study's processes): **{r.slower} slower** than the default in serving beyond noise, "
+                                f"{r.faster} faster, median serving speedup {r.median_serving_speedup:.3f}x"
+                                for r in policies.itertuples(index=False))
+                    + ". Tuning seconds are summed over the study's tuning calls; the first policy tuned in a process "
+                      "also pays the cuDNN plan builds, so compare them only across process orders.")
+        tables.append(Table(policies, "verify_policies", sort_by="slower", ascending=True, top=len(policies)))
+    steps, step_lines, names = _verify_step_rows(ctx), [], set()
+    sets = steps["source"].astype(str).str.rpartition("/")[0] if len(steps) else None
+    for (where, model, dtype), rows in (steps.groupby([sets, "model", "dtype"], sort=True) if len(steps) else []):
+        states = [s for s in STATE_ORDER if (rows["state"] == s).any()]
+        step_lines.append(_repaired_step_line(rows, title=f"{model} {dtype} step ({where})"))
+        new = " and ".join(s for s in states if s in _NEW_STATES)
+        name = f"{where.split('/')[0]}_step_{model}_{dtype}"
+        name = name if name not in names else f"{name}_{len(names)}"
+        names.add(name)
+        figures.append(FigureSpec(
+            name, f"Decoder step with the {new} cache: {model} {dtype} ({where})",
+            f"Step time of {model} {dtype} ({', '.join(states)}) from `{where}`, across decode batch sizes (left) "
+            "and prefill chunks (right): milliseconds on top, relative to untuned below. Markers are medians over "
+            "the repetitions, bars min to max.",
+            lambda rows=rows, model=model, dtype=dtype: _step_times_grid(rows, model=model, dtype=dtype)))
+    if step_lines:
+        text.append("Decoder step (`profkit step`; noise: the larger max-min spread of the two states' "
+                    "repetitions, which holds no process-to-process spread where the states ran in different "
+                    "processes):\n" + "\n".join(line for line in step_lines if line))
+    if steps.empty:
+        omitted.append("Repaired/advised step figures: not drawn: no step set holds a repaired, advised, planned or "
+                       "v2 state.")
+    return Section("Do the tuner's picks hold in serving?", "\n\n".join(t for t in text if t),
+                   tuple(figures), tuple(tables), tuple(omitted))
+
+
+def _repaired_step_line(rows: pd.DataFrame, *, title: str) -> str:
+    """Per new state (repaired, advised, ...): sizes faster / slower beyond noise than untuned and the tuned cache."""
+    parts = []
+    tuned = next((s for s in ("cache", "tuned") if (rows["state"] == s).any()), None)
+    for baseline in (b for b in ("untuned", tuned) if b is not None and (rows["state"] == b).any()):
+        m = measured_step_change(rows, baseline=baseline)
+        for state in (s for s in _NEW_STATES if (m["state"] == s).any()):
+            g = _only(m, "state", state)
+            faster = int((g["beyond_noise"] & ~g["slower"]).sum())
+            parts.append(f"{state} vs {baseline}: {faster} faster, {int(g['slower'].sum())} slower beyond noise "
+                         f"of {_count(len(g), 'size')}")
+    return f"- {title}: " + "; ".join(parts) + "." if parts else ""
+
+
 def serving_section(ctx: ReportContext) -> Section | None:
     r = ctx.results
     if r.e2e.empty:
@@ -556,7 +706,7 @@ def provenance_section(ctx: ReportContext) -> Section:
 
 SECTIONS: list[Callable[[ReportContext], Section | None]] = [
     glance, tactic_section, speedup_section, tuning_section, outside_tuning_section, step_section,
-    serving_section, repeats_section, provenance_section,
+    verify_section, advise_report_section, serving_section, repeats_section, provenance_section,
 ]
 
 
@@ -564,7 +714,7 @@ def _env_table(data) -> pd.DataFrame:
     runs = data.tables.runs
     rows = []
     for col in (c for c in _ENV if c in runs.columns):
-        values = sorted({_format.cudnn_version(v) if col == "cudnn" else str(v) for v in runs[col].dropna()})
+        values = sorted({cudnn_version(v) if col == "cudnn" else str(v) for v in runs[col].dropna()})
         rows.append({"field": "cuDNN" if col == "cudnn" else col, "value": ", ".join(values) if values else "?"})
     return pd.DataFrame(rows, columns=["field", "value"])
 
