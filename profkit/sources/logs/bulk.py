@@ -68,6 +68,13 @@ def _positions(a: np.ndarray, pattern: bytes, anchor: int) -> np.ndarray:
     return at[(window == np.frombuffer(pattern, np.uint8)).all(axis=1)]
 
 
+def _printable(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per line [start, end): no byte below 14 (``\\r``, ``\\t``, NUL, ...) and none above 127 (not ASCII)."""
+    bounds = np.empty(2 * len(starts), dtype=np.int64)
+    bounds[0::2], bounds[1::2] = starts, ends
+    return np.minimum.reduceat(a.view(np.int8), bounds)[0::2] >= 14  # an empty line reads its line end: not printable
+
+
 def _texts(data: bytes, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
     """The texts data[start:end] of increasing, non-overlapping spans (ASCII), as one pyarrow array."""
     offsets = np.empty(2 * len(starts), dtype=np.int32)
@@ -88,7 +95,7 @@ def _codes(texts: pa.Array) -> tuple[np.ndarray, list[str]]:
 def plain_candidates(data: bytes, ends: np.ndarray) -> PlainCandidates:
     """The lines of ``data`` (newline positions ``ends``) that are plain candidate lines, parsed.
 
-    A plain line: ASCII, no ``\\r``, starts "20", the block's commonest candidate header, no second
+    A plain line: printable ASCII (no ``\\r``), starts "20", the block's commonest candidate header, no second
     " - flashinfer.jit: ", a ``<runner>`` closed by the first "> ", a tactic, the first ", shapes=",
     the last ", avg_time " and a number Python's float reads: the general path's own tests, run
     over all lines of the block with numpy and C-level ``bytes.find``.
@@ -102,11 +109,10 @@ def plain_candidates(data: bytes, ends: np.ndarray) -> PlainCandidates:
     runner_at = starts + g.TIMESTAMP_LENGTH + len(head) - 1  # the "<"
     ok = (runner_at + 12 < ends) & (a[starts] == ord("2")) & (a[np.minimum(starts + 1, len(a) - 1)] == ord("0"))
     ok[ok] = a[starts[ok] + 19] == ord(",")
-    odd_lines = np.searchsorted(ends, np.flatnonzero((a == ord("\r")) | (a >= 0x80)))
-    ok[odd_lines[odd_lines < len(ends)]] = False
+    ok &= _printable(a, starts, ends)
     rows = np.flatnonzero(ok)
-    rows = rows[np.fromiter(map(data.startswith, repeat(head), (starts[rows] + g.TIMESTAMP_LENGTH).tolist()), bool,
-                            len(rows))]
+    at = starts[rows] + g.TIMESTAMP_LENGTH
+    rows = rows[(a[at[:, None] + np.arange(len(head))] == np.frombuffer(head, np.uint8)).all(axis=1)]
     jit_lines = np.searchsorted(ends, _positions(a, _JIT_BYTES, _JIT_BYTES.index(b"j")))
     twice = np.zeros(len(ends) + 1, dtype=bool)
     twice[jit_lines[1:][np.diff(jit_lines) == 0]] = True  # a line with a second record header
@@ -186,25 +192,26 @@ def feed(reader: Reader, item: inputs.Input, progress: Callable[[int], object] |
                         replaced += 1
                     reader.line(lineno + i + 1, text)
 
-            runner_codes = np.array([reader.cands.code(text) for text in plain.runners], dtype=np.int64)
-            tactics = np.array(plain.tactics, dtype=object)
+            # Per plain line, as Python lists: sliced per segment below, never indexed through numpy there.
+            rows, shape = plain.rows.tolist(), plain.shape.tolist()
+            runners = np.array([reader.cands.code(text) for text in plain.runners], dtype=np.int64)[plain.runner].tolist()
+            tactics = np.array(plain.tactics, dtype=object)[plain.tactic].tolist()
+            times = plain.time_ms.tolist()
             done = 0
             for first, stop in _segments(plain):
-                row = int(plain.rows[first])
+                row = rows[first]
                 general(done, row)
-                shapes = plain.shapes[plain.shape[first]]
+                shapes = plain.shapes[shape[first]]
                 if not reader.continues_in_bulk(shapes):
                     general(row, row + 1)  # opens the group, or meets a pending failure or warning
                     first += 1
                     if first < stop and not reader.continues_in_bulk(shapes):
-                        general(row + 1, int(plain.rows[stop - 1]) + 1)
+                        general(row + 1, rows[stop - 1] + 1)
                         first = stop
                 if first < stop:
-                    reader.candidate_block(
-                        range(lineno + int(plain.rows[first]) + 1, lineno + int(plain.rows[stop - 1]) + 2),
-                        runner_codes[plain.runner[first:stop]].tolist(), tactics[plain.tactic[first:stop]].tolist(),
-                        plain.time_ms[first:stop].tolist())
-                done = int(plain.rows[stop - 1]) + 1
+                    reader.candidate_block(range(lineno + rows[first] + 1, lineno + rows[stop - 1] + 2),
+                                           runners[first:stop], tactics[first:stop], times[first:stop])
+                done = rows[stop - 1] + 1
             general(done, lines)
             lineno += lines
     reader.finish(lineno, replaced, item.damage)
