@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import subprocess
+import sys
 import threading
 import warnings
 
@@ -210,3 +212,41 @@ def test_two_threads_tuning_one_op_at_once_report_one_profiled_and_one_cached_ca
     assert set(cap.candidates["call"]) == {profiled_call}  # the cached call timed nothing
     for _, winners in cap.winners.groupby("call"):
         assert captured(winners) == seen
+
+
+# -- a fork while another thread holds profkit's locks -----------------------------------------------
+
+FORK_WHILE_LOCKED = r"""
+import os, signal, threading, torch
+import profkit
+from profkit import testing as T
+from profkit.sources import capture, hooks
+
+with T.cpu_autotuner(), profkit.capture(time_default=False) as cap:
+    held, forked = threading.Event(), threading.Event()
+
+    def hold():  # another thread of the program is inside profkit's bookkeeping at the fork
+        with capture._RECORDER.lock, hooks._LOCK:
+            held.set()
+            forked.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(60)
+    child = os.fork()
+    if child == 0:
+        signal.alarm(20)  # a deadlock ends the child, not the test
+        torch.set_num_threads(1)  # GNU OpenMP's pool does not survive fork (tune_in_workers.py)
+        T.tune("in_child", [T.ToyCublasRunner()], 4)
+        os._exit(0 if set(cap.winners["op"]) == {"in_child"} else 3)
+    forked.set()
+    holder.join()
+    _, status = os.waitpid(child, 0)
+print("child status", os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_child_forked_while_another_thread_holds_profkits_locks_tunes_and_records(tmp_path):
+    done = subprocess.run([sys.executable, "-c", FORK_WHILE_LOCKED], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "child status 0"

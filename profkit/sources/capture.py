@@ -24,6 +24,7 @@ import contextlib
 import itertools
 import logging
 import math
+import os
 import threading
 import warnings
 from typing import Any
@@ -391,6 +392,8 @@ class _Recorder:
 
 
 _RECORDER = _Recorder()
+# A forked child has only the forking thread: a lock another thread held at the fork would stay held.
+os.register_at_fork(after_in_child=lambda: setattr(_RECORDER, "lock", threading.Lock()))
 
 
 def _candidate_row(c: Candidate) -> dict:

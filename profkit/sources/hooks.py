@@ -21,7 +21,7 @@ guarantee:
   attribute check. A layer that finds itself back on its attribute while uninstalled (the other
   code restored it) puts back what it stood for, so the class ends as it would without profkit.
 - **Thread-safe.** Installing, refreshing, uninstalling and that self-removal happen under one
-  lock; a refresh after the last user released does nothing.
+  lock (a new one in a forked child); a refresh after the last user released does nothing.
 
 :class:`HookSet` installs a group of hooks with reference counting: nested captures share one
 installation and the last one out restores what it found. A short-lived hook (profkit verify's
@@ -33,11 +33,21 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 from typing import Any, Callable, Iterator
 
 _MISSING = object()
 _LOCK = threading.RLock()  # every change profkit makes to an owner's attribute
+
+
+def _new_lock_in_child() -> None:
+    """A forked child has only the forking thread: a lock another thread held stays held forever."""
+    global _LOCK
+    _LOCK = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 class _Local(threading.local):
