@@ -264,8 +264,8 @@ def test_verify_section_policy_table_from_the_policy_study(whole):
     # o was tuned in two processes, qkv in one, down (v2-eager only) in one: 20 buckets per tuning.
     assert dict(zip(table["policy"], table["buckets"])) == {"autotune": 60, "v2-graph": 60, "v2-eager": 80}
     for row in expected.itertuples(index=False):
-        assert f"`{row.policy}` {row.op} ({row.shapes} shapes, {row.buckets} buckets" in section.text
-        assert f"**{row.slower} slower** than the default" in section.text
+        assert (f"- `{row.policy}` {row.op} ({row.shapes} shapes, {row.buckets} buckets): **{row.slower} slower** "
+                f"than the default") in section.text
 
 
 def test_verify_section_states_the_repaired_step_against_untuned_and_cache(whole):
@@ -275,9 +275,8 @@ def test_verify_section_states_the_repaired_step_against_untuned_and_cache(whole
     m = measured_step_change(rows, baseline="untuned")
     rep = m[m["state"] == "repaired"]
     faster = int((rep["beyond_noise"] & ~rep["slower"]).sum())
-    assert (f"- llama3-8b fp8 step (h200-verify/step-three-processes): repaired vs untuned: {faster} faster, "
-            f"{int(rep['slower'].sum())} slower beyond noise of {len(rep)} sizes; repaired vs cache:"
-            ) in report.verify_section(whole).text
+    assert (f"- llama3-8b fp8 step (h200-verify/step-three-processes), sizes of {len(rep)} beyond noise: **repaired** "
+            f"vs untuned {faster} faster, {int(rep['slower'].sum())} slower; vs cache ") in report.verify_section(whole).text
 
 
 def test_verify_section_absent_without_verify_tables():
@@ -300,7 +299,8 @@ def test_low_latency_lines_from_verify_at_m_up_to_8(whole):
                 f"{counts['slower']} slower** beyond noise and {counts['within_noise']} within noise, of "
                 f"{len(small)} (capture, shape, M) points.") in line
     glance = report.glance(whole).text
-    assert lines[0] in glance and "[serving vs tuner](#fig-serving_vs_tuner)" in glance
+    assert lines[0] in glance
+    assert "(figure: [serving vs tuner](#fig-serving_vs_tuner), [step change](#fig-step_change))" in glance
 
 
 def test_advise_section_is_on_the_page(built, whole):

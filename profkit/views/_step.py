@@ -112,6 +112,8 @@ def _draw_step_times(info: StepTimesInfo, ax: Axes, *, labels: Mapping[str, str]
     tokens = sorted({t for ts in info.tokens for t in ts})
     xlabel = "decode batch size (tokens per step)" if info.phase == "decode" else f"{info.phase} tokens per step"
     log2_bucket_axis(ax, tokens, label=xlabel, every_value=True)
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(lo / (1 + 0.04 * n), hi * (1 + 0.04 * n))  # room for the shifted states at both ends
     if len(tokens) > 8:
         ax.tick_params(axis="x", labelrotation=45)
     if info.relative_to is None:

@@ -329,7 +329,7 @@ def glance(ctx: ReportContext) -> Section:
         [ctx.figure("kernel_vs_e2e")] if len(r.e2e) else [])
     see_low = [ctx.figure("step_change")] if len(r.step_measured) else [ctx.figure("speedup")] if len(r.speedups) \
         else [ctx.figure("op_timings")] if len(r.between) else []
-    see_low += [ctx.figure("serving_vs_tuner")] if len(ctx.verdicts) else []
+    see_low = ([ctx.figure("serving_vs_tuner")] if len(ctx.verdicts) else []) + see_low  # its lines come first
     blocks = [("How long does tuning take?", q1, see_time),
               ("Can it be switched off, and what does off cost?", off, see_off),
               ("Does it help low-latency (small batch) cases?", q3, see_low)]
@@ -564,7 +564,8 @@ def verify_section(ctx: ReportContext) -> Section | None:
             "Per bucket (at its own M): the tuner's speedup of its pick over the default (x) against the serving "
             "speedup (y), with the p10-p90 band. Right of 1 the tuner expected a gain; below 1 serving lost it "
             "(red corner). Bold numbers count each quadrant.", lambda: plot_serving_vs_tuner(v)))
-        tables.append(Table(summary.assign(median_regret_pct=100 * summary["median_regret"]).drop(
+        tables.append(Table(summary.assign(median_regret_pct=(100 * summary["median_regret"]).round(2),
+                                           median_rank_agreement=summary["median_rank_agreement"].round(2)).drop(
             columns="median_regret"), "verify_summary"))
         shown = ctx.named(v.assign(serving_noise_pct=100 * v["serving_noise"], regret_pct=100 * v["regret"]))
         tables.append(Table(shown[["run_id", "op", "shape", "m", "bucket", "pick_runner", "pick_tactic",
@@ -577,26 +578,28 @@ def verify_section(ctx: ReportContext) -> Section | None:
         study = study.assign(run_id=study["source"].astype(str).str.rpartition("/")[0])
         policies = verify_analysis.policy_table(study, _policy_tuning_s(ctx.data.provenance))
         text.append("Measurement policies (the policy study: each policy tuned the linears inside `profkit.capture`, "
-                    "then `profkit verify` timed its picks the same way): "
-                    + "; ".join(f"`{r.policy}` {r.op} ({_count(r.shapes, 'shape')}, {r.buckets} buckets over the "
-                                f"study's processes): **{r.slower} slower** than the default in serving beyond noise, "
-                                f"{r.faster} faster, median serving speedup {r.median_serving_speedup:.3f}x"
-                                for r in policies.itertuples(index=False))
-                    + ". Tuning seconds are summed over the study's tuning calls; the first policy tuned in a process "
-                      "also pays the cuDNN plan builds, so compare them only across process orders.")
-        tables.append(Table(policies, "verify_policies", sort_by="slower", ascending=True, top=len(policies)))
+                    "then `profkit verify` timed its picks the same way; buckets over the study's processes):\n"
+                    + "\n".join(f"- `{r.policy}` {r.op} ({_count(r.shapes, 'shape')}, {r.buckets} buckets): "
+                                 f"**{r.slower} slower** than the default in serving beyond noise, {r.faster} faster; "
+                                 f"median serving speedup {r.median_serving_speedup:.3f}x"
+                                 for r in policies.itertuples(index=False))
+                    + "\n\nTuning seconds in the table are summed over the study's tuning calls; the first policy tuned "
+                      "in a process also pays the cuDNN plan builds, so compare them only across process orders.")
+        tables.append(Table(policies.assign(median_regret_pct=(100 * policies["median_regret"]).round(2),
+                                            tuning_s=policies["tuning_s"].round(1)).drop(columns="median_regret"),
+                            "verify_policies", sort_by="slower", ascending=True, top=len(policies)))
     steps, step_lines, names = _verify_step_rows(ctx), [], set()
     sets = steps["source"].astype(str).str.rpartition("/")[0] if len(steps) else None
     for (where, model, dtype), rows in (steps.groupby([sets, "model", "dtype"], sort=True) if len(steps) else []):
         states = [s for s in STATE_ORDER if (rows["state"] == s).any()]
         step_lines.append(_repaired_step_line(rows, title=f"{model} {dtype} step ({where})"))
-        new = " and ".join(s for s in states if s in _NEW_STATES)
+        new = ", ".join(s for s in states if s in _NEW_STATES)
         name = f"{where.split('/')[0]}_step_{model}_{dtype}"
         name = name if name not in names else f"{name}_{len(names)}"
         names.add(name)
         figures.append(FigureSpec(
-            name, f"Decoder step with the {new} cache: {model} {dtype} ({where})",
-            f"Step time of {model} {dtype} ({', '.join(states)}) from `{where}`, across decode batch sizes (left) "
+            name, f"Decoder step, {new} against untuned and tuned: {model} {dtype} ({where})",
+            f"Step time of {model} {dtype} ({', '.join(states)}) from {where}, across decode batch sizes (left) "
             "and prefill chunks (right): milliseconds on top, relative to untuned below. Markers are medians over "
             "the repetitions, bars min to max.",
             lambda rows=rows, model=model, dtype=dtype: _step_times_grid(rows, model=model, dtype=dtype)))
@@ -613,16 +616,19 @@ def verify_section(ctx: ReportContext) -> Section | None:
 
 def _repaired_step_line(rows: pd.DataFrame, *, title: str) -> str:
     """Per new state (repaired, advised, ...): sizes faster / slower beyond noise than untuned and the tuned cache."""
-    parts = []
     tuned = next((s for s in ("cache", "tuned") if (rows["state"] == s).any()), None)
-    for baseline in (b for b in ("untuned", tuned) if b is not None and (rows["state"] == b).any()):
-        m = measured_step_change(rows, baseline=baseline)
-        for state in (s for s in _NEW_STATES if (m["state"] == s).any()):
+    baselines = [b for b in ("untuned", tuned) if b is not None and (rows["state"] == b).any()]
+    changes = {b: measured_step_change(rows, baseline=b) for b in baselines}
+    parts = []
+    for state in (s for s in _NEW_STATES if (rows["state"] == s).any()):
+        against = []
+        for baseline, m in changes.items():
             g = _only(m, "state", state)
-            faster = int((g["beyond_noise"] & ~g["slower"]).sum())
-            parts.append(f"{state} vs {baseline}: {faster} faster, {int(g['slower'].sum())} slower beyond noise "
-                         f"of {_count(len(g), 'size')}")
-    return f"- {title}: " + "; ".join(parts) + "." if parts else ""
+            against.append(f"vs {baseline} {int((g['beyond_noise'] & ~g['slower']).sum())} faster, "
+                           f"{int(g['slower'].sum())} slower")
+        parts.append(f"**{state}** {'; '.join(against)}")
+    sizes = int(rows.groupby(["phase", "tokens"]).ngroups)
+    return f"- {title}, sizes of {sizes} beyond noise: " + " | ".join(parts) + "." if parts else ""
 
 
 def serving_section(ctx: ReportContext) -> Section | None:
