@@ -12,6 +12,7 @@ import logging
 import math
 
 from flashinfer.autotuner import DynamicDim, OptimizationProfile, ProfilingCacheKey, StaticDim
+from flashinfer.jit.core import logger as flashinfer_logger
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tqdm import tqdm
@@ -19,7 +20,7 @@ from tqdm import tqdm
 from profkit import schema
 from profkit.sources.logs import grammar as g
 
-FLASHINFER_FORMAT = "%(asctime)s - %(levelname)s - %(filename)s:%(lineno)d - flashinfer.jit: %(message)s"
+FORMATTER = flashinfer_logger.handlers[0].formatter  # flashinfer.jit's own record format (jit/core.py)
 LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 names = st.text("abcdefghijklmnopqrstuvwxyz0123456789_", min_size=1, max_size=20)
@@ -48,7 +49,7 @@ def record(message: str, level: str, when: datetime.datetime, filename: str = "a
     created = when.timestamp()
     rec = logging.makeLogRecord({"msg": message, "levelname": level, "filename": filename, "lineno": lineno,
                                  "created": created, "msecs": when.microsecond // 1000})
-    return logging.Formatter(FLASHINFER_FORMAT).format(rec)
+    return FORMATTER.format(rec)
 
 
 moments = st.datetimes(min_value=datetime.datetime(2000, 1, 1), max_value=datetime.datetime(2099, 12, 31))

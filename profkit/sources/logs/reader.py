@@ -389,6 +389,7 @@ class Reader:
         if call is None:
             return
         call.closed = True
+        call.settle_left_open()
         if call.oom:
             self._oom_fallbacks(call)
         stream.last_call, stream.call = call, None
@@ -420,7 +421,7 @@ class Reader:
         group, stream.group = stream.group, None
         if superseded and group is not None and group.profile is None \
                 and any(self.cands.status(k) != "failed" for k in self.cands.rows(group)):
-            group.ranked = True
+            group.left_open = True
         last = self.cands.last_row(group) if group is not None else None
         if last is not None:  # bulk and repeated lines do not move the run's last line
             run = group.call.run
@@ -515,11 +516,7 @@ class Reader:
             self.unreadable("garbled winner line", lineno, msg, expected=g.EXPECTED_WINNER)
             return
         self.count("read", "winner", lineno, msg)
-        group = self._group_for(stream, lineno, None)
-        if group.shapes is not None and not g.fits(group.shapes, key["profile"]):
-            self._close_group(stream)  # those candidates belong to another profile (or process)
-            self.count("unreadable", "winner does not match the profile of the candidates before it", lineno, msg)
-            group = self._group_for(stream, lineno, None)
+        group = self._winner_group(stream, lineno, key["profile"], msg)
         group.op, group.profile, group.end_ts = key["op"], key["profile"], ts
         call = group.call
         call.op, call.last_ts = call.op or key["op"], ts
@@ -535,7 +532,25 @@ class Reader:
             "status": c.status(best) if best is not None else None,
             "source": "profiled", "reason": "", "file": self.name, "line": lineno,
         })
-        self._close_group(stream)
+        if group is stream.group:
+            self._close_group(stream)
+
+    def _winner_group(self, stream: Stream, lineno: int, profile: str, msg: str) -> Group:
+        """The group a winner line ends: the open one when its candidates fit the winner's profile; else the
+        call's newest group left without a winner that fits (another process wrote in between, unprefixed);
+        else a new one, and the open group's candidates belong to another profile (or process)."""
+        group = stream.group
+        if group is not None and (group.shapes is None or g.fits(group.shapes, profile)):
+            return group
+        calls = [stream.call] if stream.call is not None else []
+        earlier = next((gr for call in calls for gr in reversed(call.groups) if gr is not group and gr.profile is None
+                        and gr.shapes is not None and g.fits(gr.shapes, profile)), None)
+        if earlier is not None:
+            return earlier
+        if group is not None:
+            self._close_group(stream)
+            self.count("unreadable", "winner does not match the profile of the candidates before it", lineno, msg)
+        return self._group_for(stream, lineno, None)
 
     def _chosen_row(self, group: Group, runner_repr: str, tactic_text: str, tactic: str, runner: str) -> int | None:
         """The group's fastest timed candidate of the winner's runner and tactic, or None."""

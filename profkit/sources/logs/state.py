@@ -48,6 +48,14 @@ class Call:
         self.generated.append(profile)
         self.generated_set.add(profile)
 
+    def settle_left_open(self) -> None:
+        """A group left open whose shapes come back later in the call was interrupted (by another process
+        writing unprefixed), not a rank_tactics stage: it keeps the call's op."""
+        last = {group.shapes: group.gid for group in self.groups}
+        for group in self.groups:
+            if group.left_open and last[group.shapes] != group.gid:
+                group.left_open = False
+
     def takes_bar(self, bar: Bar) -> bool:
         """Whether a tqdm render belongs to this call: same op and profile count, not restarted.
 
@@ -72,7 +80,12 @@ class Group:
     profile: str | None = None
     n_skipped: int | None = None
     end_ts: str | None = None
-    ranked: bool = False  # a rank_tactics stage: timed candidates, no winner line, and the call went on
+    left_open: bool = False  # another profile's records followed its timed candidates before a winner line
+
+    @property
+    def ranked(self) -> bool:
+        """A rank_tactics stage: left open, and no later winner line fits it (choose_one prints one per profile)."""
+        return self.left_open and self.profile is None
 
     @property
     def op_name(self) -> str | None:
