@@ -30,7 +30,7 @@ def test_oom_in_the_first_bucket_gives_fallback_winners_like_the_capture():
 def test_a_damaged_timestamp_costs_only_its_own_times():
     lines = CPU_LOG.read_text().splitlines(keepends=True)
     at = next(i for i, line in enumerate(lines) if "profiling chosen runner" in line)
-    lines[at] = lines[at][:5] + "19" + lines[at][7:]  # month 19
+    lines[at] = lines[at][:15] + "x" + lines[at][16:]  # "21:5x:16,807"
     damaged, whole = profkit.read_log("".join(lines)), profkit.read_log(CPU_LOG.read_text())
     for table in ("candidates", "winners"):
         assert len(getattr(damaged, table)) == len(getattr(whole, table))
