@@ -18,3 +18,12 @@ def _close_figures():
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+@pytest.fixture
+def tuner():
+    """FlashInfer's real AutoTuner made to tune on the CPU (profkit.testing), its cache cleared around."""
+    from profkit import testing as T
+
+    with T.cpu_autotuner() as t:
+        yield t

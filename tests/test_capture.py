@@ -21,12 +21,6 @@ from profkit.sources import capture as capture_module
 OPS_M = 32  # hybrid buckets 1, 2, 4, 8, 16, 32 -> 6 profiles
 
 
-@pytest.fixture
-def tuner():
-    with T.cpu_autotuner() as t:
-        yield t
-
-
 def runners():
     return [T.ToyCublasRunner(), T.ToyCudnnRunner()]
 

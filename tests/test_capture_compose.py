@@ -7,8 +7,7 @@ AutoTuner tunes on the CPU (``profkit.testing``); decisions are read from FlashI
 
 from __future__ import annotations
 
-import pytest
-from flashinfer.autotuner import AutoTuner, autotune
+from flashinfer.autotuner import AutoTuner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,12 +42,6 @@ class Foreign:
 
     def uninstall(self) -> None:
         setattr(AutoTuner, self.name, self.saved)
-
-
-@pytest.fixture
-def tuner():
-    with T.cpu_autotuner() as t:
-        yield t
 
 
 def runners():

@@ -25,12 +25,6 @@ from profkit.sources.hooks import HookSet
 M = 16  # hybrid buckets 1, 2, 4, 8, 16
 
 
-@pytest.fixture
-def tuner():
-    with T.cpu_autotuner() as t:
-        yield t
-
-
 def runners():
     return [T.ToyCublasRunner(), T.ToyCudnnRunner()]
 
