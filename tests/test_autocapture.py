@@ -72,13 +72,16 @@ def test_spawned_ranks_each_write_their_own_capture(tmp_path):
     assert agreement["winners_equal"].all() and (agreement["log_candidates"] == 30).all()
 
 
-def test_a_sigkilled_worker_keeps_its_finished_calls(tmp_path):
+def test_a_worker_sigkilled_during_its_second_call_keeps_the_first(tmp_path):
     done, truth = run_workers(tmp_path, "--kill-rank", "1", "--exit-code", "5")
     assert done.returncode == 5
     assert "worker exit codes: [0, -9]" in done.stdout
     tables = profkit.load(tmp_path / "out")
+    assert tables.problems == ()
     killed = tables.winners[tables.winners["rank"] == 1]
-    assert set(killed["op"]) == {OPS[0]}
+    assert set(killed["op"]) == {OPS[0]} and len(killed) == 6
+    killed_candidates = tables.candidates[tables.candidates["rank"] == 1]
+    assert set(killed_candidates["op"]) == {OPS[0]}  # nothing of the call it died in
     assert captured_decisions(killed) == truth[1]["decisions"]
     assert set(tables.winners.loc[tables.winners["rank"] == 0, "op"]) == set(OPS)
 

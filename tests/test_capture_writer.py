@@ -82,6 +82,28 @@ def test_a_full_disk_leaves_no_temporary_folder_and_the_rows_come_with_the_next_
     assert len(tables.candidates) == 3 * 4 * 5 and len(tables.runs) == 1
 
 
+def test_every_file_and_the_segment_folder_are_fsynced_before_the_rename(tmp_path, monkeypatch):
+    done = []
+    fsync, rename = os.fsync, os.rename
+
+    def synced(fd):
+        done.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        fsync(fd)
+
+    def renamed(source, target):
+        done.append(("rename", str(source)))
+        rename(source, target)
+
+    monkeypatch.setattr(os, "fsync", synced)
+    monkeypatch.setattr(os, "rename", renamed)
+    with T.cpu_autotuner(), ProcessCapture(tmp_path) as process:
+        T.tune(OPS[0], runners(), M)
+    tmp = str(process.writer.folder / ".seg-000001.tmp")
+    before = [path for kind, path in done[:done.index(("rename", tmp))] if kind == "fsync"]
+    assert sorted(before) == sorted([*(f"{tmp}/{t}.parquet" for t in schema.TABLES), tmp])
+    assert done[-1] == ("fsync", str(process.writer.folder))  # and the rename made durable
+
+
 @pytest.fixture(scope="module")
 def small_capture():
     with T.cpu_autotuner(), profkit.capture(time_default=False) as cap:

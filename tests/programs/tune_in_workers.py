@@ -7,6 +7,8 @@ would) and tunes two toy ops through the real ``AutoTuner.choose_one``. What Fla
 each worker's stderr (FlashInfer's log) to ``DIR/rank<r>.log``.
 
     python tune_in_workers.py --truth DIR [--ranks 2] [--kill-rank R] [--fork] [--exit-code N]
+
+``--kill-rank R``: rank R SIGKILLs itself inside FlashInfer's profiling loop of its second tuning call.
 """
 
 import argparse
@@ -28,21 +30,24 @@ def flashinfer_decisions(tuner, op):
             for k, v in tuner.profiling_cache.items() if k.custom_op == op}
 
 
-def tune_ops(rank, truth, ops, *, kill_after_first=False):
+def tune_ops(rank, truth, ops, *, kill_in_second=False):
     from profkit.testing import ToyCublasRunner, ToyCudnnRunner, cpu_autotuner, default_time, tune
 
+    tuning = []
+
     def rank_time(runner, tactic, shapes):  # each rank favours its own cuBLAS-like tactic: winners differ
+        if kill_in_second and len(tuning) == 2 and shapes[0][0] == 4:  # mid-way through the second call
+            os.kill(os.getpid(), signal.SIGKILL)
         return default_time(runner, tactic, shapes) * (0.5 if tactic == rank % 2 else 1.0)
 
     decided = {}
     with cpu_autotuner(rank_time) as tuner:
         for op in ops:
+            tuning.append(op)
             tune(op, [ToyCublasRunner(), ToyCudnnRunner()], M)
             decided[op] = flashinfer_decisions(tuner, op)
             with open(os.path.join(truth, f"rank{rank}.json"), "w") as f:
                 json.dump({"pid": os.getpid(), "decisions": decided}, f)
-            if kill_after_first:
-                os.kill(os.getpid(), signal.SIGKILL)
 
 
 def worker(rank, truth, kill_rank, fork):
@@ -52,7 +57,7 @@ def worker(rank, truth, kill_rank, fork):
     import flashinfer  # noqa: F401 - profkit capture starts recording here
 
     if not fork:
-        tune_ops(rank, truth, OPS, kill_after_first=rank == kill_rank)
+        tune_ops(rank, truth, OPS, kill_in_second=rank == kill_rank)
         return
     tune_ops(rank, truth, OPS[:1])
     child = os.fork()
