@@ -159,8 +159,11 @@ def run(paths, *, out: Path | None, cache: Path | None = None, top_k: int = 5, r
             target_dir = capture_dir.parent if out is None else Path(out) / _relative(capture_dir, root)
             target_dir.mkdir(parents=True, exist_ok=True)
             target = schema.write_parquet(table, target_dir / "verify.parquet")
-            meta = {"env": env, "capture": str(capture_dir), "cache": str(cache or cache_beside(capture_dir)),
-                    "rows": len(table), "wall_s": time.perf_counter() - t0, "top_k": top_k, "replays": replays}
+            # verify_capture set the bf16 workaround for its bf16 shapes; the env above predates it.
+            flags = [G.enable_bf16_auto_on_sm90()] if (table["op"] == "bf16_gemm").any() else []
+            meta = {"env": env, "flags": flags, "capture": str(capture_dir),
+                    "cache": str(cache or cache_beside(capture_dir)), "rows": len(table),
+                    "wall_s": time.perf_counter() - t0, "top_k": top_k, "replays": replays}
             (target_dir / "verify.json").write_text(json.dumps(meta, indent=2, default=str))
             written.append(target)
     return written
