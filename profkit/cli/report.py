@@ -18,7 +18,7 @@ EXAMPLES = """examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("data", nargs="?", default=None,
-                        help="directory of saved captures (default: the shipped data/h200)")
+                        help="directory of saved captures (default: the shipped data/, with its verify and advise results)")
     parser.add_argument("--out", default="report", help="output directory (default: %(default)s)")
     parser.add_argument("--bench", action="append", default=[], metavar="FILE",
                         help="engine result file to join (profkit.read_bench); repeat for a pair, baseline "
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from profkit.views import report
 
     shipped = datadir.shipped_root().resolve()
-    root = Path(args.data) if args.data is not None else shipped / "h200"
+    root = Path(args.data) if args.data is not None else shipped
     # The shipped H200 captures meet the shipped public serving pair unless a pair is given.
     inside = root.resolve() == shipped or shipped in root.resolve().parents
     bench = args.bench or (datadir.shipped_bench() if inside else [])
