@@ -194,7 +194,8 @@ def feed(reader: Reader, item: inputs.Input, progress: Callable[[int], object] |
 
             # Per plain line, as Python lists: sliced per segment below, never indexed through numpy there.
             rows, shape = plain.rows.tolist(), plain.shape.tolist()
-            runners = np.array([reader.cands.code(text) for text in plain.runners], dtype=np.int64)[plain.runner].tolist()
+            codes = np.array([reader.cands.code(text) for text in plain.runners], dtype=np.int64)
+            runners = codes[plain.runner].tolist()
             tactics = np.array(plain.tactics, dtype=object)[plain.tactic].tolist()
             times = plain.time_ms.tolist()
             done = 0

@@ -542,9 +542,8 @@ class Reader:
         group = stream.group
         if group is not None and (group.shapes is None or g.fits(group.shapes, profile)):
             return group
-        calls = [stream.call] if stream.call is not None else []
-        earlier = next((gr for call in calls for gr in reversed(call.groups) if gr is not group and gr.profile is None
-                        and gr.shapes is not None and g.fits(gr.shapes, profile)), None)
+        earlier = next((gr for gr in reversed(stream.call.groups) if gr is not group and gr.profile is None
+                        and gr.shapes is not None and g.fits(gr.shapes, profile)), None) if stream.call else None
         if earlier is not None:
             return earlier
         if group is not None:
