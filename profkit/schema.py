@@ -428,12 +428,24 @@ def _load_one(path: Path) -> Tables | None:
     try:
         segments = _numbered(path, _SEGMENT)
         if segments:
-            return _with_process_columns(concat(map(_read_segment, segments)), path.name)
+            tables = concat(map(_read_segment, segments))
+            tables = dataclasses.replace(tables, problems=tables.problems + _segment_gaps(path, segments))
+            return _with_process_columns(tables, path.name)
         if _numbered(path, _GENERATION):
             return _with_process_columns(_read_newest_generation(path), path.name)
         return _read_tables(path)
     except OSError as exc:
         return dataclasses.replace(Tables.empty(), problems=(f"{path}: {type(exc).__name__}: {exc.strerror or exc}",))
+
+
+def _segment_gaps(path: Path, segments: list[Path]) -> tuple[str, ...]:
+    """A problem naming the segments missing below the newest (the writer numbers them 1, 2, ...)."""
+    have = {int(re.fullmatch(_SEGMENT, s.name).group(1)) for s in segments}
+    missing = sorted(set(range(1, max(have))) - have)
+    if not missing:
+        return ()
+    names = ", ".join(segment_name(n) for n in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    return (f"{path}: {names} missing (deleted?); the tuning calls written there are lost",)
 
 
 def _read_segment(path: Path) -> Tables:

@@ -221,3 +221,24 @@ def _still_readable(path: Path) -> bool:
         return True
     except Exception:  # noqa: BLE001 - any failure means the file is really damaged
         return False
+
+
+def test_a_segment_deleted_below_the_newest_is_named(tmp_path, pristine):
+    root = tmp_path / "out"
+    shutil.copytree(pristine, root)
+    process = next(root.iterdir())
+    shutil.rmtree(process / schema.segment_name(2))
+    with pytest.warns(UserWarning, match="seg-000002 missing"):
+        tables = profkit.load(root)
+    assert any("seg-000002 missing" in p for p in tables.problems)
+    assert set(tables.winners["op"]) == {OPS[0], OPS[2]}  # the other calls are kept
+
+
+def test_the_newest_segment_alone_deleted_leaves_no_gap_to_name(tmp_path, pristine):
+    root = tmp_path / "out"
+    shutil.copytree(pristine, root)
+    shutil.rmtree(next(root.iterdir()) / schema.segment_name(3))  # as if the third call never finished
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tables = profkit.load(root)
+    assert tables.problems == () and set(tables.winners["op"]) == set(OPS[:2])
