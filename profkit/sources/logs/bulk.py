@@ -7,7 +7,9 @@ single-byte tests with numpy, the header, the runner's end, ", shapes=" and ", a
 ``bytes.startswith``/``find``/``rfind`` mapped over all lines at C speed; runner, tactic and shapes
 texts become codes into their distinct values (each text kept once). Every other line, and any
 line a test here rejects, goes to the reader's general path, so the bulk path only ever takes
-lines the general path would read the same way.
+lines the general path would read the same way. Runs of lines that repeat, after their timestamp,
+the two lines before them (:func:`repeat_stops`: a fallback call's message and "Generated key" line,
+printed on every untuned call) are counted once the reader has read two of them as repeats.
 :func:`feed` drives a :class:`~profkit.sources.logs.reader.Reader` over an input this way.
 """
 
@@ -139,6 +141,31 @@ def plain_candidates(data: bytes, ends: np.ndarray) -> PlainCandidates:
     return PlainCandidates(rows, runner, runners, tactic, tactics, shape, shapes, time_ms)
 
 
+def repeat_stops(data: bytes, ends: np.ndarray, plain_rows: np.ndarray) -> list[int]:
+    """For each line of ``data`` (newline positions ``ends``): where the run of lines from it on ends in which
+    each is ASCII and, after its timestamp, the same as the line two before it (its own index when it is not).
+
+    A fallback call outside tuning prints two such lines per call (the message and its "Generated key").
+    """
+    a = np.frombuffer(data, np.uint8)
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    length = ends - starts
+    candidate = np.zeros(len(ends), dtype=bool)
+    candidate[2:] = (length[2:] == length[:-2]) & (length[2:] > g.TIMESTAMP_LENGTH)
+    candidate[plain_rows] = False
+    if candidate.any():
+        bounds = np.empty(2 * len(starts), dtype=np.int64)
+        bounds[0::2], bounds[1::2] = starts, ends
+        candidate &= np.minimum.reduceat(a.view(np.int8), bounds)[0::2] >= 0  # ASCII
+    at = np.flatnonzero(candidate)
+    same = np.zeros(len(ends), dtype=bool)
+    same[at] = [data[i:j] == data[k:m] for i, j, k, m in zip((starts[at] + g.TIMESTAMP_LENGTH).tolist(), ends[at].tolist(),
+                                                             (starts[at - 2] + g.TIMESTAMP_LENGTH).tolist(),
+                                                             ends[at - 2].tolist())]
+    breaks = np.append(np.flatnonzero(~same), len(ends))
+    return breaks[np.searchsorted(breaks, np.arange(len(ends)))].tolist()
+
+
 def _float(text: str) -> float | None:
     """A time as the general path reads it, None when Python's float does not read it."""
     try:
@@ -181,16 +208,26 @@ def feed(reader: Reader, item: inputs.Input, progress: Callable[[int], object] |
                 starts.append(len(data))  # the last line, without its line end
             lines = len(starts) - 1
 
+            stops = repeat_stops(data, ends, plain.rows) if bulk else []
+
             def general(first: int, stop: int) -> None:
                 nonlocal replaced
-                for i in range(first, stop):
+                i, before = first, None  # before: the previous line, when the reader read it as a repeat
+                while i < stop:
                     raw = data[starts[i]:starts[i + 1]]
                     try:
                         text = raw.decode("utf-8")
                     except UnicodeDecodeError:
                         text = raw.decode("utf-8", errors="replace")
                         replaced += 1
-                    reader.line(lineno + i + 1, text)
+                    repeated = reader.line(lineno + i + 1, text)
+                    i += 1
+                    if repeated and before is not None and i < len(stops) and stops[i] > i:
+                        # lines i.. repeat the two lines before them, which the reader read as repeats: count them
+                        run = min(stops[i], stop) - i
+                        if reader.repeat(before, (run + 1) // 2) and (run < 2 or reader.repeat(text, run // 2)):
+                            i, repeated = i + run, False
+                    before = text if repeated else None
 
             # Per plain line, as Python lists: sliced per segment below, never indexed through numpy there.
             rows, shape = plain.rows.tolist(), plain.shape.tolist()

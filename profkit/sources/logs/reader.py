@@ -111,22 +111,28 @@ class Reader:
             self._close_call(stream)
 
     # -- lines -------------------------------------------------------------------------------
-    def line(self, lineno: int, line: str) -> None:
-        """One physical line (with its line end, if it has one)."""
+    def line(self, lineno: int, line: str) -> bool:
+        """One physical line (with its line end, if it has one); True when it repeated the armed record."""
         arm = self.arm
         if arm is not None and line.endswith("\n") and self._repeats(arm, line):
-            return  # like the bulk path, this leaves the run's last line and end time to the next record read whole
+            return True  # like the bulk path, this leaves the run's last line and end time to the next record read whole
         self._line(lineno, line)
+        return False
 
-    def _repeats(self, arm: CandidateArm | RepeatArm | ProfilesArm, line: str) -> bool:
+    def repeat(self, line: str, n: int) -> bool:
+        """``n`` more copies of a fallback-call line (or its "Generated key" line) that :meth:`line` just read as a
+        repeat: counted, not read; False (nothing counted) when the armed record is not a fallback call."""
+        return type(self.arm) is RepeatArm and self._repeats(self.arm, line, n)
+
+    def _repeats(self, arm: CandidateArm | RepeatArm | ProfilesArm, line: str, n: int = 1) -> bool:
         """Read ``line`` if it repeats the shape the last record armed (the same text after its timestamp)."""
         if type(arm) is RepeatArm:
             if line.startswith(arm.row["_line"], arm.at):  # the same fallback-call message again
-                arm.row["count"] += 1
+                arm.row["count"] += n
                 return True
             key = arm.row.get("_key_line")
             if key is not None and line.startswith(key, arm.at):  # its "Generated key" line again
-                self.fast_counts["Generated key (of a fallback call)"] += 1
+                self.fast_counts["Generated key (of a fallback call)"] += n
                 return True
         elif type(arm) is ProfilesArm and line.startswith(arm.head, arm.at):  # the call's next profile
             text = line[arm.at + len(arm.head):-1]
