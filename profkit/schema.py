@@ -60,7 +60,7 @@ _COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("tactic", "string", "chosen tactic, canonical JSON text"),
         ("time_ms", "float64", "the chosen candidate's measured time; NaN if not profiled here"),
         ("status", "string", "status of the chosen candidate (fallback = it ran tactic -1)"),
-        ("source", "string", "profiled, cache_file, cached (earlier call) or fallback"),
+        ("source", "string", "profiled, cache_file, cached (earlier call), store (an autotune_v2 store hit) or fallback"),
         ("reason", "string", "why a fallback winner: oom_abort, no_valid_tactic; else empty"),
         ("extras", "string", "runner's cache-key extras, part of FlashInfer's key"),
         ("default_runner", "string", "runners[0]: what runs untuned (with tactic -1)"),

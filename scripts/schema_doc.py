@@ -6,7 +6,7 @@ from profkit import schema
 from profkit.sources import cache, engines
 from profkit.sources.logs import tables as logs
 
-TABLES = ("candidates", "winners", "tuning", "runs", "op_timings", "bench")
+TABLES = ("candidates", "winners", "tuning", "runs", "op_timings", "bench", "verify")
 # Columns a reader adds after the schema's, per table: (reader, {table: ((name, dtype, meaning), ...)}).
 EXTRAS = (("read_log", logs.EXTRA_COLUMNS), ("read_cache", cache.EXTRA_COLUMNS),
           ("read_bench", {"bench": engines.EXTRA_COLUMNS}))
