@@ -16,7 +16,14 @@ How the log is cut into records (autotuner_errata.md, "Logs"):
   the "profiling chosen runner ... ProfilingCacheKey(...)" line that closes the profile, or of a
   "Skipped N unsupported tactic(s) for {op}" line, or else of their tuning call (one call tunes
   one op; the tqdm description names it on stderr). ``flashinfer_jit.log`` has no tqdm, so this
-  forward assignment is what works there.
+  forward assignment is what works there. A profile's timed candidates that another profile's
+  records follow with no winner line between, and whose shapes do not come back, are a
+  ``rank_tactics`` stage run inside another runner's ``get_valid_tactics``: their op stays missing.
+- A winner line ends the open profile when its candidates fit it, else the call's newest profile
+  left without a winner that fits (an unprefixed process wrote in between).
+- vLLM does not prefix what tqdm writes: an unprefixed bar (and a record glued to it) belongs to
+  the one prefixed process, when there is one and nothing else was unprefixed. A bar whose count
+  or elapsed time goes back is a new call.
 - A tuning call starts at its run of "generated profile" lines, or at a tqdm bar when the log has
   no debug lines; "Autotuning process starts/ends" close calls. "use_global_timer" (printed when
   the AutoTuner singleton is built) starts a new run: ``flashinfer_jit.log`` appends across
