@@ -75,7 +75,7 @@ def no_hang():
         raise TimeoutError("the reader blocked")
 
     previous = signal.signal(signal.SIGALRM, timeout)
-    signal.alarm(20)
+    signal.alarm(120)  # a blocked read never returns; the slowest property here takes ~20 s on a loaded 2-core machine
     yield
     signal.alarm(0)
     signal.signal(signal.SIGALRM, previous)
