@@ -31,6 +31,7 @@ import statistics
 import torch
 import torch.nn.functional as F
 
+from profkit.bench.gemm import observe_choices
 from profkit.bench.graphs import graph_replay_ms
 from profkit.models import Linear, ModelConfig, linear_layers
 
@@ -187,7 +188,9 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
                     rows.append({**row, "repetition": 0, "step_ms": float("nan"), "error": "not run: deadline"})
                     continue
                 try:
-                    times = stack.time_step(phase, tokens, repetitions=repetitions, replays=replays)
+                    with observe_choices() as seen:
+                        times = stack.time_step(phase, tokens, repetitions=repetitions, replays=replays)
+                    row["picks"] = picks_text(seen, [lin.name for lin in linear_layers(model)], layers=layers)
                 except Exception as exc:  # noqa: BLE001 - keep the other sizes; the error is a result
                     rows.append({**row, "repetition": 0, "step_ms": float("nan"), "error": f"{type(exc).__name__}: {exc}"[:500]})
                     torch.cuda.synchronize()
@@ -199,6 +202,21 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
                 print(f"[step] {model_name} {dtype} {state:7} {phase:7} {tokens:5}: "
                       f"{statistics.median(times):8.3f} ms", flush=True)
     return rows
+
+
+def picks_text(seen: list[dict], names: list[str], *, layers: int, forwards: int = 3) -> str:
+    """What FlashInfer ran for each linear of the captured forward, as ``name=Runner:tactic`` words.
+
+    ``seen`` holds one choice per linear call over ``forwards`` forwards (two eager warm-ups, then
+    the captured one); every layer has the same shapes, so the last forward's first layer says it all.
+    """
+    per_forward = layers * len(names)
+    if not seen:
+        return ""
+    if len(seen) != forwards * per_forward:
+        return f"unattributed: {len(seen)} choices for {forwards * per_forward} linear calls"
+    last = seen[-per_forward:][:len(names)]
+    return " ".join(f"{name}={c['runner']}:{c['tactic']}" for name, c in zip(names, last))
 
 
 def _tuning_pass(profkit, stack: DecoderStack, tokens: int, out, state: str, plan_kwargs: dict) -> float:
