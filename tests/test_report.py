@@ -279,6 +279,20 @@ def test_verify_section_states_the_repaired_step_against_untuned_and_cache(whole
             f"vs untuned {faster} faster, {int(rep['slower'].sum())} slower; vs cache ") in report.verify_section(whole).text
 
 
+def test_verify_section_gives_the_step_predictions_sign_agreement(whole):
+    from profkit.analysis.step import sign_agreement
+    from profkit.analysis.verify import verify_step_changes
+
+    r, data = whole.results, whole.data
+    served = sign_agreement(r.step_measured, verify_step_changes(data.verify, r.step_rows, captures=data.step_captures,
+                                                                 linears=data.linears))
+    assert set(served["model"]) == {"llama3-8b"}  # only the Llama step captures were verified
+    text = report.verify_section(whole).text
+    for a in served.itertuples(index=False):
+        assert (f"- {a.model} {a.dtype}: predicted from verify, the tuned step's change has the measured sign at "
+                f"**{a.agree} of {a.sizes} sizes** ({a.agree_beyond_noise} of the {a.beyond_noise}") in text
+
+
 def test_verify_section_absent_without_verify_tables():
     data = read_datadir(DATA / "h200")
     assert data.verify.empty

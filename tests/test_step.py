@@ -13,6 +13,7 @@ import pytest
 import profkit
 from profkit import models, schema
 from profkit.analysis.step import break_even, linear_deltas, measured_step_change, predict_step_change
+from profkit.bench.step import picks_text
 from conftest import DATA
 
 
@@ -105,3 +106,26 @@ def test_step_without_a_gpu_says_so_in_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "profkit step: a CUDA GPU is needed (torch.cuda.is_available() is False on this machine)"]
+
+
+# -- what FlashInfer ran per linear (picks_text), on hand-made choices ---------------------------
+PICK_NAMES = ["qkv", "o", "gate_up", "down"]
+
+
+def choice(runner: str, tactic: str) -> dict:
+    return {"op": "fp8_gemm", "runner": runner, "tactic": tactic}
+
+
+def test_the_captured_forward_names_each_linear_of_its_first_layer():
+    warm = [choice("CublasFp8GemmRunner", "-1")] * 8  # 2 layers x 4 linears, per eager warm-up
+    captured = [choice("CudnnFp8GemmRunner", "[0, []]"), choice("CublasFp8GemmRunner", "1"),
+                choice("CublasFp8GemmRunner", "0"), choice("CublasFp8GemmRunner", "-1")] * 2
+    text = picks_text(warm + warm + captured, PICK_NAMES, layers=2)
+    assert text == ("qkv=CudnnFp8GemmRunner:[0, []] o=CublasFp8GemmRunner:1 gate_up=CublasFp8GemmRunner:0 "
+                    "down=CublasFp8GemmRunner:-1")
+
+
+def test_choices_that_do_not_match_the_linear_calls_are_said_not_guessed():
+    assert picks_text([choice("CublasFp8GemmRunner", "-1")] * 5, PICK_NAMES, layers=1) == (
+        "unattributed: 5 choices for 12 linear calls")
+    assert picks_text([], PICK_NAMES, layers=1) == ""  # torch linears: FlashInfer chose nothing

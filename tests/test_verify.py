@@ -205,6 +205,29 @@ def test_step_prediction_uses_flashinfers_choice_at_m_and_the_repaired_key_rules
     assert repaired.loc[5, "predicted_delta_ms"] == pytest.approx(0.0)  # key-8 pick does not hold at M=5
 
 
+def test_verify_step_changes_per_verified_capture_and_their_sign_agreement():
+    from profkit.analysis.step import sign_agreement
+    from profkit.analysis.verify import verify_step_changes
+
+    table = verify_rows([
+        cand(8, "A", "0", 0.8, (0.8, 0.8, 0.8), winner=True, cache=True),   # tuned runs A at M=8: faster
+        cand(8, "D", "-1", 1.0, (1.0, 1.0, 1.0), default=True),
+        cand(16, "A", "0", 0.8, (1.1, 1.1, 1.1), winner=True, cache=True),  # ... and slower at M=16
+        cand(16, "D", "-1", 1.0, (1.0, 1.0, 1.0), default=True),
+    ])
+    step = pd.DataFrame({"model": ["m", "m", "other"], "dtype": "fp8", "tokens": [8, 16, 8], "layers": 3})
+    captures = {("m", "fp8"): "r", ("other", "fp8"): "not-verified"}
+    predicted = verify_step_changes(table, step, captures=captures, linears={"m": [(4, 8)], "other": [(4, 8)]})
+    assert predicted[["model", "tokens"]].values.tolist() == [["m", 8], ["m", 16]]  # no rows for 'other'
+    assert predicted["predicted_delta_ms"].tolist() == pytest.approx([3 * -0.2, 3 * 0.1])
+    measured = pd.DataFrame({"model": "m", "dtype": "fp8", "phase": ["decode", "decode", "prefill"],
+                             "tokens": [8, 16, 16], "state": "tuned", "delta_ms": [-0.5, -0.01, 0.3],
+                             "beyond_noise": [True, False, True]})
+    agreement = sign_agreement(measured, predicted).iloc[0]
+    # decode 8 agrees (beyond noise), decode 16 does not (within noise), prefill 16 agrees (beyond noise)
+    assert agreement[["sizes", "agree", "beyond_noise", "agree_beyond_noise"]].tolist() == [3, 2, 2, 2]
+
+
 # -- the repaired cache file through FlashInfer's own loader ------------------------------------
 def test_repair_file_loads_in_flashinfer_and_choose_one_returns_the_repaired_picks(tuner, tmp_path):
     buckets = (1, 2, 4, 8)

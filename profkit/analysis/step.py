@@ -188,7 +188,19 @@ def predicted_step_changes(winners: pd.DataFrame, step: pd.DataFrame, *, capture
         :func:`predict_step_change` rows with ``model`` and ``dtype``; sorted by model, dtype, op,
         tokens. Models without known linears are left out.
     """
-    columns = {**PREDICTED_COLUMNS, "model": "string", "dtype": "string"}
+    def predict(run, **sizes):
+        return predict_step_change(winners[(winners["run_id"] == run).fillna(False).to_numpy(dtype=bool)], **sizes)
+
+    return per_step_capture(predict, step, captures=captures, linears=linears, columns=PREDICTED_COLUMNS)
+
+
+def per_step_capture(predict, step: pd.DataFrame, *, captures, linears, columns: dict) -> pd.DataFrame:
+    """``predict(run_id, shapes=, tokens=, layers=)`` per (model, dtype) capture, with model and dtype.
+
+    The step sizes and layer count come from that model and dtype's step rows; models without
+    known linears, and captures ``predict`` has nothing for (an empty frame), are left out.
+    """
+    columns = {**columns, "model": "string", "dtype": "string"}
     out = []
     for (model, dtype), run in sorted(captures.items()):
         if model not in linears:
@@ -196,10 +208,43 @@ def predicted_step_changes(winners: pd.DataFrame, step: pd.DataFrame, *, capture
         rows = step[((step["model"] == model) & (step["dtype"] == dtype)).fillna(False).to_numpy(dtype=bool)]
         tokens = sorted(int(x) for x in rows["tokens"].dropna().unique())
         layers = int(rows["layers"].iloc[0]) if "layers" in rows and len(rows) else 1
-        w = winners[(winners["run_id"] == run).fillna(False).to_numpy(dtype=bool)]
-        p = predict_step_change(w, shapes=linears[model], tokens=tokens, layers=layers)
-        out.append(p.assign(model=model, dtype=dtype))
+        p = predict(run, shapes=linears[model], tokens=tokens, layers=layers)
+        if len(p):
+            out.append(p.assign(model=model, dtype=dtype))
     return conform(pd.concat(out, ignore_index=True), columns) if out else conform(pd.DataFrame(), columns)
+
+
+AGREEMENT_COLUMNS = {"model": "string", "dtype": "string", "sizes": "Int64", "agree": "Int64",
+                     "beyond_noise": "Int64", "agree_beyond_noise": "Int64"}
+
+
+def sign_agreement(measured: pd.DataFrame, predicted: pd.DataFrame, *, state: str = "tuned") -> pd.DataFrame:
+    """How often a prediction has the sign of the measured step change, per model and dtype.
+
+    Args:
+        measured: :func:`measured_step_change` rows (against untuned).
+        predicted: rows of model, dtype, tokens, predicted_delta_ms (summed over ops per size);
+            a size is predicted for both phases (the GEMMs' M is the step's tokens).
+        state: the measured state the prediction is for.
+
+    Returns:
+        One row per (model, dtype): sizes measured and predicted, agree (same sign; a zero
+        prediction agrees with nothing), beyond_noise (sizes whose measured change exceeds the
+        noise) and agree_beyond_noise among them. Sorted by model, dtype.
+    """
+    require(measured, ("model", "dtype", "tokens", "state", "delta_ms", "beyond_noise"), "measured")
+    require(predicted, ("model", "dtype", "tokens", "predicted_delta_ms"), "predicted")
+    keys = ["model", "dtype", "tokens"]
+    pred = predicted.groupby(keys, as_index=False)["predicted_delta_ms"].sum(min_count=1)
+    both = measured[measured["state"] == state].merge(pred, on=keys).dropna(subset=["predicted_delta_ms", "delta_ms"])
+    both["agree"] = np.sign(both["predicted_delta_ms"]) == np.sign(both["delta_ms"])
+    both["agree"] &= both["predicted_delta_ms"] != 0
+    both["beyond"] = both["beyond_noise"].fillna(False).astype(bool)
+    out = both.groupby(["model", "dtype"], sort=True).apply(
+        lambda g: pd.Series({"sizes": len(g), "agree": int(g["agree"].sum()), "beyond_noise": int(g["beyond"].sum()),
+                             "agree_beyond_noise": int((g["agree"] & g["beyond"]).sum())}),
+        include_groups=False).reset_index() if len(both) else pd.DataFrame()
+    return conform(out, AGREEMENT_COLUMNS)
 
 
 def break_even_table(measured: pd.DataFrame, tuning_pass: pd.DataFrame) -> pd.DataFrame:

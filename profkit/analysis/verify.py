@@ -274,6 +274,22 @@ def predict_step_from_verify(verify: pd.DataFrame, *, shapes, tokens, layers: in
     return conform(pd.DataFrame(rows), STEP_COLUMNS) if rows else empty(STEP_COLUMNS)
 
 
+def verify_step_changes(verify: pd.DataFrame, step: pd.DataFrame, *, captures, linears) -> pd.DataFrame:
+    """:func:`predict_step_from_verify` for every (model, dtype) whose tuning-pass capture was verified.
+
+    Like :func:`profkit.analysis.step.predicted_step_changes` (same arguments, plus the verify
+    table), with the serving timings in place of the tuner's; captures without verify rows are
+    left out. Rows carry ``model`` and ``dtype``.
+    """
+    from profkit.analysis.step import per_step_capture
+
+    def predict(run, **sizes):
+        mine = verify[(verify["run_id"] == run).fillna(False).to_numpy(dtype=bool)]
+        return predict_step_from_verify(mine, **sizes) if len(mine) else mine.iloc[:0]
+
+    return per_step_capture(predict, step, captures=captures, linears=linears, columns=STEP_COLUMNS)
+
+
 def _repaired_time(linear: pd.DataFrame, picks: pd.DataFrame) -> pd.Series:
     """Serving time at this M of what a repaired cache runs (its pick if its key holds at M)."""
     row = linear.iloc[0]

@@ -55,9 +55,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from profkit._versions import cudnn_version
+from profkit.analysis import step as step_analysis
 from profkit.analysis import verify as verify_analysis
 from profkit.analysis.overview import Overview, overview
-from profkit.analysis.step import measured_step_change
 from profkit.errors import ProfkitError
 from profkit.views import _format, _style
 from profkit.views._candidates import plot_candidates
@@ -607,6 +607,7 @@ def verify_section(ctx: ReportContext) -> Section | None:
         text.append("Decoder step (`profkit step`; noise: the larger max-min spread of the two states' "
                     "repetitions, which holds no process-to-process spread where the states ran in different "
                     "processes):\n" + "\n".join(line for line in step_lines if line))
+    text.append(_prediction_lines(ctx))
     if steps.empty:
         omitted.append("Repaired/advised step figures: not drawn: no step set holds a repaired, advised, planned or "
                        "v2 state.")
@@ -614,11 +615,35 @@ def verify_section(ctx: ReportContext) -> Section | None:
                    tuple(figures), tuple(tables), tuple(omitted))
 
 
+def _prediction_lines(ctx: ReportContext) -> str:
+    """Per model and dtype: how often the step change predicted from verify, and from the capture, has
+    the measured tuned-vs-untuned sign (empty without verified tuning-pass captures)."""
+    r, data = ctx.results, ctx.data
+    if r.step_measured.empty or data.verify.empty:
+        return ""
+    from_verify = verify_analysis.verify_step_changes(data.verify, r.step_rows, captures=data.step_captures,
+                                                      linears=data.linears)
+    if from_verify.empty:
+        return ""
+    served = step_analysis.sign_agreement(r.step_measured, from_verify).set_index(["model", "dtype"])
+    tuner = step_analysis.sign_agreement(r.step_measured, r.step_predicted).set_index(["model", "dtype"])
+    lines = []
+    for (model, dtype), a in served.iterrows():
+        t = tuner.loc[(model, dtype)] if (model, dtype) in tuner.index else None
+        by_tuner = (f"; from the capture's own timings {t['agree']} of {t['sizes']} ({t['agree_beyond_noise']} of "
+                    f"{t['beyond_noise']})") if t is not None else ""
+        lines.append(f"- {model} {dtype}: predicted from verify, the tuned step's change has the measured sign at "
+                     f"**{a['agree']} of {a['sizes']} sizes** ({a['agree_beyond_noise']} of the {a['beyond_noise']} "
+                     f"measured beyond noise){by_tuner}.")
+    return ("Step change predicted from the linears' serving timings (each linear's pick at the step's M minus "
+            "the default, times the layers) against the measured tuned-vs-untuned change:\n" + "\n".join(lines))
+
+
 def _repaired_step_line(rows: pd.DataFrame, *, title: str) -> str:
     """Per new state (repaired, advised, ...): sizes faster / slower beyond noise than untuned and the tuned cache."""
     tuned = next((s for s in ("cache", "tuned") if (rows["state"] == s).any()), None)
     baselines = [b for b in ("untuned", tuned) if b is not None and (rows["state"] == b).any()]
-    changes = {b: measured_step_change(rows, baseline=b) for b in baselines}
+    changes = {b: step_analysis.measured_step_change(rows, baseline=b) for b in baselines}
     parts = []
     for state in (s for s in _NEW_STATES if (rows["state"] == s).any()):
         against = []
