@@ -3,9 +3,9 @@
 Most of a debug log is candidate lines of one shape (``<timestamp> - DEBUG - autotuner.py:N -
 flashinfer.jit: [Autotuner]: profiling <runner> <tactic>, shapes=<shapes>, avg_time <ms>``).
 :func:`plain_candidates` finds them in a block without a Python loop over lines: line ends and
-single-byte tests with numpy, the header, the runner's end, ", shapes=" and ", avg_time " with
-``bytes.startswith``/``find``/``rfind`` mapped over all lines at C speed; runner, tactic and shapes
-texts become codes into their distinct values (each text kept once). Every other line, and any
+single-byte tests with numpy, the header, the runner's end, ", shapes=" and ", avg_time " as every
+position of each in the block, then per line the first (or last) one inside it (what ``bytes.find``
+or ``rfind`` gives there); runner, tactic and shapes texts become codes into their distinct values (each text kept once). Every other line, and any
 line a test here rejects, goes to the reader's general path, so the bulk path only ever takes
 lines the general path would read the same way. Runs of lines that repeat, after their timestamp,
 the two lines before them (:func:`repeat_stops`: a fallback call's message and "Generated key" line,
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from itertools import repeat
 from typing import BinaryIO, Callable, Iterator
 
 import numpy as np
@@ -57,9 +56,17 @@ class PlainCandidates:
         return cls(empty, empty, [], empty, [], empty, [], np.zeros(0))
 
 
-def _found(method, pattern: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """``method(pattern, start, end)`` (``bytes.find`` or ``rfind`` of the block) for each span, as an array."""
-    return np.fromiter(map(method, repeat(pattern), starts.tolist(), ends.tolist()), np.int64, len(starts))
+def _first(found: np.ndarray, width: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per span, what ``bytes.find`` of a pattern ``width`` long gives over [start, end), from ``found``: every
+    position of the pattern, increasing (:func:`_positions`)."""
+    at = np.append(found, -1)[np.searchsorted(found, starts)]
+    return np.where((at >= 0) & (at + width <= ends), at, -1)
+
+
+def _last(found: np.ndarray, width: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per span, what ``bytes.rfind`` of the pattern gives over [start, end) (see :func:`_first`)."""
+    at = np.append(found, -1)[np.searchsorted(found, ends - width, side="right") - 1]
+    return np.where(at >= starts, at, -1)
 
 
 def _positions(a: np.ndarray, pattern: bytes, anchor: int) -> np.ndarray:
@@ -100,7 +107,7 @@ def plain_candidates(data: bytes, ends: np.ndarray) -> PlainCandidates:
     A plain line: printable ASCII (no ``\\r``), starts "20", the block's commonest candidate header, no second
     " - flashinfer.jit: ", a ``<runner>`` closed by the first "> ", a tactic, the first ", shapes=",
     the last ", avg_time " and a number Python's float reads: the general path's own tests, run
-    over all lines of the block with numpy and C-level ``bytes.find``.
+    over all lines of the block with numpy.
     """
     header = _HEADER.search(data)
     if header is None or not len(ends):
@@ -120,11 +127,11 @@ def plain_candidates(data: bytes, ends: np.ndarray) -> PlainCandidates:
     twice[jit_lines[1:][np.diff(jit_lines) == 0]] = True  # a line with a second record header
     rows = rows[~twice[rows]]
     line_end = ends[rows]
-    close = _found(data.find, b"> ", runner_at[rows], line_end)
+    close = _first(_positions(a, b"> ", 0), 2, runner_at[rows], line_end)
     keep = close > 0
     rows, close, line_end = rows[keep], close[keep], line_end[keep]
-    shapes_at = _found(data.find, _SHAPES_BYTES, close + 2, line_end)
-    avg_at = _found(data.rfind, _AVG_TIME_BYTES, close + 2, line_end)
+    shapes_at = _first(_positions(a, _SHAPES_BYTES, len(_SHAPES_BYTES) - 1), len(_SHAPES_BYTES), close + 2, line_end)
+    avg_at = _last(_positions(a, _AVG_TIME_BYTES, 3), len(_AVG_TIME_BYTES), close + 2, line_end)
     keep = (shapes_at > close + 2) & (avg_at > shapes_at)
     rows, close, line_end, shapes_at, avg_at = rows[keep], close[keep], line_end[keep], shapes_at[keep], avg_at[keep]
     times = _texts(data, avg_at + len(_AVG_TIME_BYTES), line_end)
