@@ -74,8 +74,10 @@ def _positions(a: np.ndarray, pattern: bytes, anchor: int) -> np.ndarray:
     """Start positions of ``pattern`` in ``a``, found from its byte at ``anchor`` (pick a rare one)."""
     at = np.flatnonzero(a == pattern[anchor]) - anchor
     at = at[(at >= 0) & (at + len(pattern) <= len(a))]
-    window = a[at[:, None] + np.arange(len(pattern))]
-    return at[(window == np.frombuffer(pattern, np.uint8)).all(axis=1)]
+    for k, byte in enumerate(pattern):  # one byte at a time: each test narrows the next
+        if k != anchor:
+            at = at[a[at + k] == byte]
+    return at
 
 
 def _printable(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
