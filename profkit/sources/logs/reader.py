@@ -567,7 +567,8 @@ class Reader:
             reprs = {code: text for text, code in c.reprs.items()}
             chosen = [k for k in rows
                       if g.tactic_text(c.tactic[k]) == tactic and g.runner_parts(reprs[c.runner[k]])[0] == runner]
-        chosen = [k for k in chosen if c.status(k) != "failed"]
+        odd = c.odd
+        chosen = [k for k in chosen if k not in odd or odd[k].status != "failed"]  # c.status(k), inline: per winner
         return min(chosen, key=lambda k: c.time[k] if c.time[k] == c.time[k] else math.inf) if chosen else None
 
     def _oom_fallbacks(self, call: Call) -> None:
