@@ -80,11 +80,18 @@ def _positions(a: np.ndarray, pattern: bytes, anchor: int) -> np.ndarray:
     return at
 
 
-def _printable(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Per line [start, end): no byte below 14 (``\\r``, ``\\t``, NUL, ...) and none above 127 (not ASCII)."""
+def _line_minimum(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per line [start, end): its smallest byte as int8, so a byte above 127 (not ASCII) reads negative.
+
+    An empty line reads its line end (10)."""
     bounds = np.empty(2 * len(starts), dtype=np.int64)
     bounds[0::2], bounds[1::2] = starts, ends
-    return np.minimum.reduceat(a.view(np.int8), bounds)[0::2] >= 14  # an empty line reads its line end: not printable
+    return np.minimum.reduceat(a.view(np.int8), bounds)[0::2]
+
+
+def _printable(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per line [start, end): no byte below 14 (``\\r``, ``\\t``, NUL, ...) and none above 127 (not ASCII)."""
+    return _line_minimum(a, starts, ends) >= 14  # an empty line reads its line end: not printable
 
 
 def _texts(data: bytes, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
@@ -164,9 +171,7 @@ def repeat_stops(data: bytes, ends: np.ndarray, plain_rows: np.ndarray) -> list[
     candidate[2:] = (length[2:] == length[:-2]) & (length[2:] > g.TIMESTAMP_LENGTH)
     candidate[plain_rows] = False
     if candidate.any():
-        bounds = np.empty(2 * len(starts), dtype=np.int64)
-        bounds[0::2], bounds[1::2] = starts, ends
-        candidate &= np.minimum.reduceat(a.view(np.int8), bounds)[0::2] >= 0  # ASCII
+        candidate &= _line_minimum(a, starts, ends) >= 0  # ASCII
     at = np.flatnonzero(candidate)
     same = np.zeros(len(ends), dtype=bool)
     same[at] = [data[i:j] == data[k:m] for i, j, k, m in zip((starts[at] + g.TIMESTAMP_LENGTH).tolist(), ends[at].tolist(),
