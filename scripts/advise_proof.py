@@ -35,9 +35,10 @@ from profkit.analysis.step import measured_step_change
 def shipped_plan(plan_dir: Path, capture: Path):
     """The plan as shipped: advise's Plan from the capture, with the switches of PLAN_DIR's files."""
     blocklist = json.loads((plan_dir / "blocklist.json").read_text())["invalid_tactics"]
-    found = re.search(r"tuning_buckets=(\([^)]*\))", (plan_dir / "plan.py").read_text())
+    call = (plan_dir / "plan.py").read_text()
+    found = re.search(r"tuning_buckets=(\([^)]*\))", call)
     buckets = tuple(ast.literal_eval(found.group(1))) if found else None
-    skip = re.search(r"skip_ops=(\[[^\]]*\]|\([^)]*\))", (plan_dir / "plan.py").read_text())
+    skip = re.search(r"skip_ops=(\[[^\]]*\]|\([^)]*\))", call)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         plan = advise(profkit.load(capture))

@@ -237,13 +237,11 @@ def sign_agreement(measured: pd.DataFrame, predicted: pd.DataFrame, *, state: st
     keys = ["model", "dtype", "tokens"]
     pred = predicted.groupby(keys, as_index=False)["predicted_delta_ms"].sum(min_count=1)
     both = measured[measured["state"] == state].merge(pred, on=keys).dropna(subset=["predicted_delta_ms", "delta_ms"])
-    both["agree"] = np.sign(both["predicted_delta_ms"]) == np.sign(both["delta_ms"])
-    both["agree"] &= both["predicted_delta_ms"] != 0
-    both["beyond"] = both["beyond_noise"].fillna(False).astype(bool)
-    out = both.groupby(["model", "dtype"], sort=True).apply(
-        lambda g: pd.Series({"sizes": len(g), "agree": int(g["agree"].sum()), "beyond_noise": int(g["beyond"].sum()),
-                             "agree_beyond_noise": int((g["agree"] & g["beyond"]).sum())}),
-        include_groups=False).reset_index() if len(both) else pd.DataFrame()
+    agree = (np.sign(both["predicted_delta_ms"]) == np.sign(both["delta_ms"])) & (both["predicted_delta_ms"] != 0)
+    beyond = both["beyond_noise"].fillna(False).astype(bool)
+    out = both.assign(agree=agree, beyond=beyond, agree_beyond=agree & beyond).groupby(["model", "dtype"], sort=True).agg(
+        sizes=("agree", "size"), agree=("agree", "sum"), beyond_noise=("beyond", "sum"),
+        agree_beyond_noise=("agree_beyond", "sum")).reset_index()
     return conform(out, AGREEMENT_COLUMNS)
 
 

@@ -65,12 +65,15 @@ def make_gemm(op: str, n: int, k: int, *, copies: int = 4) -> Gemm:
     return Gemm(op=op, n=n, k=k, weights=weights, scale=scale)
 
 
+BF16_AUTO_FLAG = "flashinfer.gemm.gemm_base._TGV_DEBUG_USE_CPP=True"  # as provenance writes it
+
+
 def enable_bf16_auto_on_sm90() -> str:
     """Apply the SM90 workaround for ``mm_bf16(backend="auto")``; return the flag set, for provenance."""
     import flashinfer.gemm.gemm_base as gemm_base
 
     gemm_base._TGV_DEBUG_USE_CPP = True
-    return "flashinfer.gemm.gemm_base._TGV_DEBUG_USE_CPP=True"
+    return BF16_AUTO_FLAG
 
 
 def time_graph(gemm: Gemm, m: int, *, rotate: int = 4, replays: int = 20) -> dict:

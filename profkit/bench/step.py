@@ -172,6 +172,7 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
             "dtype": dtype, "flags": ",".join(flags), "layers": layers, "kv_len": kv_len, "attention": ATTENTION,
             **{k: env.get(k) for k in ("run_id", "gpu", "driver", "cuda", "torch", "flashinfer", "cudnn",
                                        "cublas", "host", "command")}}
+    linear_names = [lin.name for lin in linear_layers(model)]
     rows, tuning_s = [], None
     for state in states:
         stack.impl = "torch" if state == "torch" else "flashinfer"
@@ -190,7 +191,7 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
                 try:
                     with observe_choices() as seen:
                         times = stack.time_step(phase, tokens, repetitions=repetitions, replays=replays)
-                    row["picks"] = picks_text(seen, [lin.name for lin in linear_layers(model)], layers=layers)
+                    row["picks"] = picks_text(seen, linear_names, layers=layers)
                 except Exception as exc:  # noqa: BLE001 - keep the other sizes; the error is a result
                     rows.append({**row, "repetition": 0, "step_ms": float("nan"), "error": f"{type(exc).__name__}: {exc}"[:500]})
                     torch.cuda.synchronize()

@@ -160,7 +160,7 @@ def run(paths, *, out: Path | None, cache: Path | None = None, top_k: int = 5, r
             target_dir.mkdir(parents=True, exist_ok=True)
             target = schema.write_parquet(table, target_dir / "verify.parquet")
             # verify_capture set the bf16 workaround for its bf16 shapes; the env above predates it.
-            flags = [G.enable_bf16_auto_on_sm90()] if (table["op"] == "bf16_gemm").any() else []
+            flags = [G.BF16_AUTO_FLAG] if (table["op"] == "bf16_gemm").any() else []
             meta = {"env": env, "flags": flags, "capture": str(capture_dir),
                     "cache": str(cache or cache_beside(capture_dir)), "rows": len(table),
                     "wall_s": time.perf_counter() - t0, "top_k": top_k, "replays": replays}

@@ -528,14 +528,15 @@ def _policy_tuning_s(provenance) -> pd.DataFrame:
 
 
 def _verify_step_rows(ctx: ReportContext) -> pd.DataFrame:
-    """Step rows of the step sets (folders of step runs) that hold a repaired, advised, planned or v2 state."""
+    """Step rows of the step sets (folders of step runs, in ``step_set``) that hold a repaired, advised,
+    planned or v2 state."""
     rows = pd.concat([f for f in (ctx.data.step, ctx.data.step_other) if len(f) and "state" in f], ignore_index=True) \
         if len(ctx.data.step) or len(ctx.data.step_other) else pd.DataFrame()
     if rows.empty or "source" not in rows:
-        return rows
-    sets = rows["source"].astype(str).map(lambda src: src.rpartition("/")[0])
-    wanted = set(sets[rows["state"].isin(_NEW_STATES).to_numpy(dtype=bool)])
-    return rows[sets.isin(wanted).to_numpy(dtype=bool)]
+        return rows.iloc[:0]
+    rows = rows.assign(step_set=rows["source"].astype(str).str.rpartition("/")[0])
+    wanted = set(rows["step_set"][rows["state"].isin(_NEW_STATES).to_numpy(dtype=bool)])
+    return rows[rows["step_set"].isin(wanted).to_numpy(dtype=bool)]
 
 
 def verify_section(ctx: ReportContext) -> Section | None:
@@ -589,8 +590,7 @@ def verify_section(ctx: ReportContext) -> Section | None:
                                             tuning_s=policies["tuning_s"].round(1)).drop(columns="median_regret"),
                             "verify_policies", sort_by="slower", ascending=True, top=len(policies)))
     steps, step_lines, names = _verify_step_rows(ctx), [], set()
-    sets = steps["source"].astype(str).str.rpartition("/")[0] if len(steps) else None
-    for (where, model, dtype), rows in (steps.groupby([sets, "model", "dtype"], sort=True) if len(steps) else []):
+    for (where, model, dtype), rows in (steps.groupby(["step_set", "model", "dtype"], sort=True) if len(steps) else []):
         states = [s for s in STATE_ORDER if (rows["state"] == s).any()]
         step_lines.append(_repaired_step_line(rows, title=f"{model} {dtype} step ({where})"))
         new = ", ".join(s for s in states if s in _NEW_STATES)
