@@ -264,7 +264,7 @@ def test_step_times_lines_per_state_at_the_batch_sizes():
                                                                ("untuned", "tuned", "cache", "torch")]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "untuned (FlashInfer fallback)", "tuned (same process, after the tuning pass)",
-        "cache (fresh process, tuned cache.json)", "torch (plain torch linears)"]
+        "cache (the tuned cache.json loaded)", "torch (plain torch linears)"]
     assert ax.get_title() == "m bf16, decode: step time per state"
     assert ax.get_xscale() == "log" and [t.get_text() for t in ax.get_xticklabels()] == ["1", "4", "16"]
     assert ax.get_xlabel() == "decode batch size (tokens per step)"

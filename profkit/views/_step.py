@@ -24,9 +24,9 @@ STATE_COLOURS = {"untuned": "#616161", "tuned": ACCENT, "cache": "#4a9fd8", "rep
 STATE_MARKERS = {"untuned": "o", "tuned": "s", "cache": "D", "repaired": "P", "advised": "X", "planned": "*",
                  "v2-graph": "v", "v2-eager": "<", "torch": "^"}
 STATE_LABELS = {"untuned": "untuned (FlashInfer fallback)", "tuned": "tuned (same process, after the tuning pass)",
-                "cache": "cache (fresh process, tuned cache.json)",
-                "repaired": "repaired (fresh process, profkit repair cache)",
-                "advised": "advised (fresh process, the advise plan's cache)",
+                "cache": "cache (the tuned cache.json loaded)",
+                "repaired": "repaired (the profkit repair file loaded)",
+                "advised": "advised (the advise plan's cache loaded)",
                 "planned": "planned (same process, tuned by the advise plan)",
                 "v2-graph": "v2-graph (autotune_v2, CUDA graph, cold L2)",
                 "v2-eager": "v2-eager (autotune_v2, eager)", "torch": "torch (plain torch linears)"}
@@ -148,8 +148,8 @@ def plot_step_times(bench: pd.DataFrame, *, model: str | None = None, dtype: str
     step time in ms (log), the median over repetitions with min-to-max bars, or with
     ``relative_to`` that time divided by the named state's median at the same size (1: no
     change). One line per state, in one colour and marker per state in every figure: grey
-    untuned (FlashInfer's fallback), dark blue tuned, light blue dashed cache (a fresh process
-    loading the tuned cache file), orange torch linears. States sit a few points apart at each
+    untuned (FlashInfer's fallback), dark blue tuned, light blue dashed cache (the tuned cache
+    file loaded, in a fresh process or after FlashInfer's configs were cleared), orange torch linears. States sit a few points apart at each
     size so their bars stay readable; the data are at the true sizes.
 
     Args:
