@@ -3,7 +3,7 @@
     .venv/bin/python scripts/advise_proof.py [data/h200-advise/llama3-8b-fp8]
 
 Reads PROOF/full, PROOF/planned and PROOF/compare (``scripts/device/advise_step.sh``, see its run.txt)
-and the plan beside them (PLAN/blocklist.json, the tuning_buckets in PLAN/plan.py). Prints:
+and the plan beside them (PLAN/blocklist.json, the switches in PLAN/plan.md). Prints:
 1. tuning wall time of the full and the planned pass (``tuning_s`` of their step rows) and the ratio
    (target >= 5x);
 2. the advised step against the tuned (``cache``) and untuned steps per size, with the repetitions'
@@ -33,17 +33,22 @@ from profkit.analysis.step import measured_step_change
 
 
 def shipped_plan(plan_dir: Path, capture: Path):
-    """The plan as shipped: advise's Plan from the capture, with the switches of PLAN_DIR's files."""
+    """The plan as shipped: advise's Plan from the capture, with the switches of PLAN_DIR's files.
+
+    The switches come from blocklist.json and plan.md's "Switches" lines (``- `skip_ops`: ...``,
+    ``- `tuning_buckets`: ...``, as ``profkit advise`` writes them).
+    """
     blocklist = json.loads((plan_dir / "blocklist.json").read_text())["invalid_tactics"]
-    call = (plan_dir / "plan.py").read_text()
-    found = re.search(r"tuning_buckets=(\([^)]*\))", call)
-    buckets = tuple(ast.literal_eval(found.group(1))) if found else None
-    skip = re.search(r"skip_ops=(\[[^\]]*\]|\([^)]*\))", call)
+    switches = dict(re.findall(r"^- `(skip_ops|tuning_buckets)`: (.*)$", (plan_dir / "plan.md").read_text(), re.M))
+    skip = switches.get("skip_ops", "none")
+    buckets = switches.get("tuning_buckets", "FlashInfer default")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         plan = advise(profkit.load(capture))
-    return dataclasses.replace(plan, blocklist=blocklist, tuning_buckets=buckets,
-                               skip_ops=tuple(ast.literal_eval(skip.group(1))) if skip else ())
+    return dataclasses.replace(
+        plan, blocklist=blocklist,
+        tuning_buckets=None if buckets == "FlashInfer default" else tuple(ast.literal_eval(buckets)),
+        skip_ops=() if skip == "none" else tuple(op.strip() for op in skip.split(",")))
 
 
 def step_rows(folder: Path) -> pd.DataFrame:
@@ -65,18 +70,26 @@ def main(argv: list[str] | None = None) -> int:
           "(target >= 5x; the full pass includes the gemm JIT build, see run.txt)")
 
     compare = step_rows(proof / "compare")
+    advised = "advised"
+    if advised not in set(compare["state"]):
+        # A plan that skips every op tunes nothing, so FlashInfer writes no cache: its step is the untuned one.
+        advised = "untuned"
+        print("\nthe plan tunes nothing (planned pass wrote no cache.json): the advised step is the untuned step")
     against = {}
     for baseline in ("cache", "untuned"):
-        rows = compare[compare["state"].isin(["advised", baseline])]
+        if baseline == advised:
+            continue
+        rows = compare[compare["state"].isin([advised, baseline])]
         m = measured_step_change(rows, baseline=baseline)
         against[baseline] = m.set_index(["phase", "tokens"])
-    table = pd.DataFrame({
-        "advised_ms": against["cache"]["step_ms"], "tuned_ms": against["cache"]["baseline_ms"],
-        "vs_tuned_pct": against["cache"]["delta_pct"].round(2),
-        "vs_tuned": against["cache"].apply(_verdict, axis=1),
-        "untuned_ms": against["untuned"]["baseline_ms"],
-        "vs_untuned_pct": against["untuned"]["delta_pct"].round(2),
-        "vs_untuned": against["untuned"].apply(_verdict, axis=1)})
+    columns = {"advised_ms": against["cache"]["step_ms"], "tuned_ms": against["cache"]["baseline_ms"],
+               "vs_tuned_pct": against["cache"]["delta_pct"].round(2),
+               "vs_tuned": against["cache"].apply(_verdict, axis=1)}
+    if "untuned" in against:
+        columns.update({"untuned_ms": against["untuned"]["baseline_ms"],
+                        "vs_untuned_pct": against["untuned"]["delta_pct"].round(2),
+                        "vs_untuned": against["untuned"].apply(_verdict, axis=1)})
+    table = pd.DataFrame(columns)
     print("\nadvised step against tuned (state cache: the full pass's cache.json) and untuned, same process:")
     print(table.to_string(float_format=lambda v: f"{v:.3f}"))
     slower = int((table["vs_tuned"] == "slower").sum())
