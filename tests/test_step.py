@@ -129,3 +129,29 @@ def test_choices_that_do_not_match_the_linear_calls_are_said_not_guessed():
     assert picks_text([choice("CublasFp8GemmRunner", "-1")] * 5, PICK_NAMES, layers=1) == (
         "unattributed: 5 choices for 12 linear calls")
     assert picks_text([], PICK_NAMES, layers=1) == ""  # torch linears: FlashInfer chose nothing
+
+
+def with_picks(rows, picks, tokens=8):
+    return [{**r, "picks": picks, "tokens": tokens} for r in rows]
+
+
+def test_same_kernels_says_where_a_state_ran_the_baselines_picks():
+    from profkit.analysis.step import same_kernels
+
+    default, tuned = "qkv=Cublas:-1 o=Cublas:-1", "qkv=Cublas:1 o=Cublas:-1"
+    rows = (with_picks(step_rows("untuned", [1.0, 1.0]), default) + with_picks(step_rows("repaired", [1.0, 1.0]), default)
+            + with_picks(step_rows("untuned", [2.0]), default, tokens=24)
+            + with_picks(step_rows("repaired", [2.0]), tuned, tokens=24)
+            + with_picks(step_rows("cache", [2.0]), "unattributed: 5 choices for 12 linear calls", tokens=24))
+    same = same_kernels(pd.DataFrame(rows)).set_index(["state", "tokens"])["same"]
+    assert same.to_dict() == {("repaired", 8): True, ("repaired", 24): False}  # unattributed picks say nothing
+    assert same_kernels(pd.DataFrame(step_rows("untuned", [1.0]))).empty  # no picks recorded
+
+
+def test_fallback_sizes_flag_steps_that_ran_tactic_minus_one_everywhere():
+    from profkit.analysis.step import fallback_sizes
+
+    rows = (with_picks(step_rows("v2-graph", [1.0]), "qkv=Cudnn:-1 o=Cudnn:-1")
+            + with_picks(step_rows("v2-graph", [2.0]), "qkv=Cudnn:-1 o=Cublaslt:3", tokens=24))
+    flags = fallback_sizes(pd.DataFrame(rows)).set_index("tokens")["fallback"]
+    assert flags.to_dict() == {8: True, 24: False}

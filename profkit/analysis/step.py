@@ -245,6 +245,37 @@ def sign_agreement(measured: pd.DataFrame, predicted: pd.DataFrame, *, state: st
     return conform(out, AGREEMENT_COLUMNS)
 
 
+def same_kernels(bench: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFrame:
+    """Where a state ran exactly the baseline's kernels (``profkit step``'s ``picks``), per size.
+
+    A step change at such a size is between-pass drift, not a kernel choice.
+
+    Returns:
+        One row per (model, dtype, phase, tokens, state != baseline) where both states recorded
+        picks: ``same`` (identical runner:tactic at every linear). Empty without a ``picks`` column.
+    """
+    keys = ["model", "dtype", "phase", "tokens"]
+    if "picks" not in bench.columns:
+        return pd.DataFrame(columns=[*keys, "state", "same"])
+    recorded = bench[bench["picks"].fillna("").astype(str).str.contains("=")]
+    picks = recorded.groupby([*keys, "state"], as_index=False)["picks"].first()
+    base = picks[picks["state"] == baseline].drop(columns="state").rename(columns={"picks": "baseline_picks"})
+    both = picks[picks["state"] != baseline].merge(base, on=keys)
+    return both.assign(same=both["picks"] == both["baseline_picks"])[[*keys, "state", "same"]]
+
+
+def fallback_sizes(bench: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, dtype, phase, tokens, state) with recorded picks: ``fallback``, True where every
+    linear ran tactic -1 (FlashInfer's fallback: the untuned default when its runner is runners[0])."""
+    keys = ["model", "dtype", "phase", "tokens", "state"]
+    if "picks" not in bench.columns:
+        return pd.DataFrame(columns=[*keys, "fallback"])
+    recorded = bench[bench["picks"].fillna("").astype(str).str.contains("=")]
+    picks = recorded.groupby(keys, as_index=False)["picks"].first()
+    words = picks["picks"].str.split()
+    return picks.assign(fallback=[all(w.endswith(":-1") for w in ws) for ws in words])[[*keys, "fallback"]]
+
+
 def break_even_table(measured: pd.DataFrame, tuning_pass: pd.DataFrame) -> pd.DataFrame:
     """The tuned step sizes that save time beyond noise, with the steps that repay the tuning pass.
 

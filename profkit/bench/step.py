@@ -15,7 +15,8 @@ States: ``untuned`` (nothing tuned: FlashInfer's fallback tactic) and ``torch``;
 each after a tuning pass in this process: ``tuned`` (``flashinfer.autotune(True)``), ``planned``
 (with a plan's ``flashinfer.autotune`` arguments, e.g. from ``profkit advise``), ``v2-graph`` /
 ``v2-eager`` (``autotune_v2`` with ``MeasurementPolicy(execution_mode="cuda_graph", cold_l2=True)``
-/ ``execution_mode="eager"``); file states, each with FlashInfer's configs cleared and its own
+/ ``execution_mode="eager"``; their steps run inside ``autotune_v2(mode="replay")`` with the same
+policy, the only place FlashInfer serves winners tuned under a policy without a store); file states, each with FlashInfer's configs cleared and its own
 cache files loaded: ``cache`` (a tuning pass's cache.json), ``advised`` (the cache a planned pass
 wrote) and ``repaired`` (a ``profkit repair`` file). A process runs at most one tuning state,
 first after untuned. Without one, states run in the order given and may repeat (``untuned`` again
@@ -189,7 +190,7 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
                     rows.append({**row, "repetition": 0, "step_ms": float("nan"), "error": "not run: deadline"})
                     continue
                 try:
-                    with observe_choices() as seen:
+                    with observe_choices() as seen, _serving_context(state):
                         times = stack.time_step(phase, tokens, repetitions=repetitions, replays=replays)
                     row["picks"] = picks_text(seen, linear_names, layers=layers)
                 except Exception as exc:  # noqa: BLE001 - keep the other sizes; the error is a result
@@ -245,6 +246,17 @@ def _tuning_context(state: str, out, plan_kwargs: dict):
 
         return tuning_context(state)
     return flashinfer.autotune(True, cache=str(out / "cache.json"), **(plan_kwargs if state == "planned" else {}))
+
+
+def _serving_context(state: str):
+    """The v2 states serve their winners inside ``autotune_v2(mode="replay")`` with their policy."""
+    import contextlib
+
+    if state in ("v2-graph", "v2-eager"):
+        from profkit.bench.policy_study import serving_context
+
+        return serving_context(state)
+    return contextlib.nullcontext()
 
 
 def _ordered(states) -> list[str]:

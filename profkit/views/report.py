@@ -606,7 +606,9 @@ def verify_section(ctx: ReportContext) -> Section | None:
     if step_lines:
         text.append("Decoder step (`profkit step`; noise: the larger max-min spread of the two states' "
                     "repetitions, which holds no process-to-process spread where the states ran in different "
-                    "processes):\n" + "\n".join(line for line in step_lines if line))
+                    "processes; where a state ran untuned's kernels at every linear (`picks`), its difference to "
+                    "untuned is between-pass drift, which the sets that run untuned first and last fold into "
+                    "untuned's spread):\n" + "\n".join(line for line in step_lines if line))
     text.append(_prediction_lines(ctx))
     if steps.empty:
         omitted.append("Repaired/advised step figures: not drawn: no step set holds a repaired, advised, planned or "
@@ -644,6 +646,7 @@ def _repaired_step_line(rows: pd.DataFrame, *, title: str) -> str:
     tuned = next((s for s in ("cache", "tuned") if (rows["state"] == s).any()), None)
     baselines = [b for b in ("untuned", tuned) if b is not None and (rows["state"] == b).any()]
     changes = {b: step_analysis.measured_step_change(rows, baseline=b) for b in baselines}
+    same = step_analysis.same_kernels(rows) if "untuned" in baselines else pd.DataFrame(columns=["state", "same"])
     parts = []
     for state in (s for s in _NEW_STATES if (rows["state"] == s).any()):
         against = []
@@ -651,6 +654,14 @@ def _repaired_step_line(rows: pd.DataFrame, *, title: str) -> str:
             g = _only(m, "state", state)
             against.append(f"vs {baseline} {int((g['beyond_noise'] & ~g['slower']).sum())} faster, "
                            f"{int(g['slower'].sum())} slower")
+        mine = same[(same["state"] == state).to_numpy(dtype=bool)]
+        if len(mine):
+            against.append(f"ran untuned's kernels at every linear at {int(mine['same'].sum())} of {len(mine)} sizes")
+        elif not baselines:
+            fallback = _only(step_analysis.fallback_sizes(rows), "state", state)
+            against.append("no untuned or tuned rows in this set" + (
+                f"; ran tactic -1 (FlashInfer's fallback) at every linear at {int(fallback['fallback'].sum())} of "
+                f"{len(fallback)} sizes" if len(fallback) else ""))
         parts.append(f"**{state}** {'; '.join(against)}")
     sizes = int(rows.groupby(["phase", "tokens"]).ngroups)
     return f"- {title}, sizes of {sizes} beyond noise: " + " | ".join(parts) + "." if parts else ""
