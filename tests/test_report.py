@@ -344,3 +344,19 @@ def test_datadir_stacks_every_verify_table_and_names_an_unreadable_one(tmp_path)
     assert sorted(data.verify["source"].unique()) == ["verify/bf16_gemm-llama3-8b-o/verify.parquet",
                                                       "verify/fp8_gemm-llama3-8b-o/verify.parquet"]
     assert len(data.verify) == 2 * 174 and "verify rows" in repr(data)
+
+
+def test_prediction_lines_check_verify_against_step_sets_that_loaded_the_verified_cache(whole):
+    from profkit.analysis.step import sign_agreement
+    from profkit.analysis.verify import verify_step_changes
+
+    data = whole.data
+    rows = data.step_other[data.step_other["source"].str.startswith("h200-verify/step-bracketed/llama3-8b-fp8")]
+    measured = measured_step_change(rows[rows["state"].isin(["untuned", "cache"])])
+    predicted = verify_step_changes(data.verify, whole.results.step_rows, captures=data.step_captures,
+                                    linears=data.linears)
+    a = sign_agreement(measured, predicted, state="cache").set_index("dtype").loc["fp8"]
+    text = report._prediction_lines(whole)
+    assert (f"llama3-8b fp8, against the tuned cache.json vs untuned of h200-verify/step-bracketed: predicted from "
+            f"verify, the sign holds at **{a['agree']} of {a['sizes']} sizes**") in text
+    assert "of h200-advise/" not in text  # the advise proofs loaded their own tuning pass's cache, not the verified one

@@ -637,6 +637,21 @@ def _prediction_lines(ctx: ReportContext) -> str:
         lines.append(f"- {model} {dtype}: predicted from verify, the tuned step's change has the measured sign at "
                      f"**{a['agree']} of {a['sizes']} sizes** ({a['agree_beyond_noise']} of the {a['beyond_noise']} "
                      f"measured beyond noise){by_tuner}.")
+    steps = _verify_step_rows(ctx)
+    for (where, model, dtype), rows in (steps.groupby(["step_set", "model", "dtype"], sort=True) if len(steps) else []):
+        # Only sets whose cache state loaded the verified tuning pass's own cache.json (its command says so).
+        shipped = f"h200/step/{model}-{dtype}/cache.json"
+        if not {"untuned", "cache"} <= set(rows["state"]) or not rows.get(
+                "command", pd.Series(dtype=str)).astype(str).str.contains(shipped, regex=False).any():
+            continue
+        measured = step_analysis.measured_step_change(rows[rows["state"].isin(["untuned", "cache"])])
+        a = step_analysis.sign_agreement(measured, from_verify, state="cache")
+        mine = a[(a["model"] == model) & (a["dtype"] == dtype)]
+        if len(mine):
+            a = mine.iloc[0]
+            lines.append(f"- {model} {dtype}, against the tuned cache.json vs untuned of {where}: predicted from verify, "
+                         f"the sign holds at **{a['agree']} of {a['sizes']} sizes** ({a['agree_beyond_noise']} of the "
+                         f"{a['beyond_noise']} measured beyond noise).")
     return ("Step change predicted from the linears' serving timings (each linear's pick at the step's M minus "
             "the default, times the layers) against the measured tuned-vs-untuned change:\n" + "\n".join(lines))
 
