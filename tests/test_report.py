@@ -356,7 +356,7 @@ def test_prediction_lines_check_verify_against_step_sets_that_loaded_the_verifie
     predicted = verify_step_changes(data.verify, whole.results.step_rows, captures=data.step_captures,
                                     linears=data.linears)
     a = sign_agreement(measured, predicted, state="cache").set_index("dtype").loc["fp8"]
-    text = report._prediction_lines(whole)
+    text = report._prediction_lines(whole, report._verify_step_rows(whole))
     assert (f"llama3-8b fp8, against the tuned cache.json vs untuned of h200-verify/step-bracketed: predicted from "
             f"verify, the sign holds at **{a['agree']} of {a['sizes']} sizes**") in text
     assert "of h200-advise/" not in text  # the advise proofs loaded their own tuning pass's cache, not the verified one

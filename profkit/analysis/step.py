@@ -245,6 +245,12 @@ def sign_agreement(measured: pd.DataFrame, predicted: pd.DataFrame, *, state: st
     return conform(out, AGREEMENT_COLUMNS)
 
 
+def _recorded_picks(bench: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The first recorded ``picks`` (``name=Runner:tactic`` words) per ``keys``; unattributed or empty ones left out."""
+    recorded = bench[bench["picks"].fillna("").astype(str).str.contains("=")]
+    return recorded.groupby(keys, as_index=False)["picks"].first()
+
+
 def same_kernels(bench: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFrame:
     """Where a state ran exactly the baseline's kernels (``profkit step``'s ``picks``), per size.
 
@@ -257,8 +263,7 @@ def same_kernels(bench: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFr
     keys = ["model", "dtype", "phase", "tokens"]
     if "picks" not in bench.columns:
         return pd.DataFrame(columns=[*keys, "state", "same"])
-    recorded = bench[bench["picks"].fillna("").astype(str).str.contains("=")]
-    picks = recorded.groupby([*keys, "state"], as_index=False)["picks"].first()
+    picks = _recorded_picks(bench, [*keys, "state"])
     base = picks[picks["state"] == baseline].drop(columns="state").rename(columns={"picks": "baseline_picks"})
     both = picks[picks["state"] != baseline].merge(base, on=keys)
     return both.assign(same=both["picks"] == both["baseline_picks"])[[*keys, "state", "same"]]
@@ -270,8 +275,7 @@ def fallback_sizes(bench: pd.DataFrame) -> pd.DataFrame:
     keys = ["model", "dtype", "phase", "tokens", "state"]
     if "picks" not in bench.columns:
         return pd.DataFrame(columns=[*keys, "fallback"])
-    recorded = bench[bench["picks"].fillna("").astype(str).str.contains("=")]
-    picks = recorded.groupby(keys, as_index=False)["picks"].first()
+    picks = _recorded_picks(bench, keys)
     words = picks["picks"].str.split()
     return picks.assign(fallback=[all(w.endswith(":-1") for w in ws) for ws in words])[[*keys, "fallback"]]
 

@@ -119,9 +119,13 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # noqa: BLE001 - keep the other shapes' results
                 traceback.print_exc()
                 provenance["errors"].append(f"{name}: {type(exc).__name__}: {exc}")
-            (out / "provenance.json").write_text(json.dumps(provenance, indent=2, default=str))
-    (out / "provenance.json").write_text(json.dumps(provenance, indent=2, default=str))  # the deadline's skips too
+            _save(out, provenance)
+    _save(out, provenance)  # the deadline's skips too
     return 1 if provenance["errors"] and not provenance["runs"] else 0
+
+
+def _save(out: Path, provenance: dict) -> None:
+    (out / "provenance.json").write_text(json.dumps(provenance, indent=2, default=str))
 
 
 def _parser() -> argparse.ArgumentParser:

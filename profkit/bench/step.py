@@ -132,7 +132,8 @@ class DecoderStack:
         return [statistics.median(times[i * replays:(i + 1) * replays]) for i in range(repetitions)]
 
 
-TUNING_STATES = ("tuned", "planned", "v2-graph", "v2-eager")
+V2_STATES = ("v2-graph", "v2-eager")
+TUNING_STATES = ("tuned", "planned", *V2_STATES)
 FILE_STATES = ("cache", "advised", "repaired")
 STATES = ("untuned", *TUNING_STATES, *FILE_STATES, "torch")
 
@@ -241,7 +242,7 @@ def _tuning_pass(profkit, stack: DecoderStack, tokens: int, out, state: str, pla
 def _tuning_context(state: str, out, plan_kwargs: dict):
     import flashinfer
 
-    if state in ("v2-graph", "v2-eager"):
+    if state in V2_STATES:
         from profkit.bench.policy_study import tuning_context
 
         return tuning_context(state)
@@ -252,7 +253,7 @@ def _serving_context(state: str):
     """The v2 states serve their winners inside ``autotune_v2(mode="replay")`` with their policy."""
     import contextlib
 
-    if state in ("v2-graph", "v2-eager"):
+    if state in V2_STATES:
         from profkit.bench.policy_study import serving_context
 
         return serving_context(state)

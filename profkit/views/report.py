@@ -609,7 +609,7 @@ def verify_section(ctx: ReportContext) -> Section | None:
                     "processes; where a state ran untuned's kernels at every linear (`picks`), its difference to "
                     "untuned is between-pass drift, which the sets that run untuned first and last fold into "
                     "untuned's spread):\n" + "\n".join(line for line in step_lines if line))
-    text.append(_prediction_lines(ctx))
+    text.append(_prediction_lines(ctx, steps))
     if steps.empty:
         omitted.append("Repaired/advised step figures: not drawn: no step set holds a repaired, advised, planned or "
                        "v2 state.")
@@ -617,9 +617,10 @@ def verify_section(ctx: ReportContext) -> Section | None:
                    tuple(figures), tuple(tables), tuple(omitted))
 
 
-def _prediction_lines(ctx: ReportContext) -> str:
+def _prediction_lines(ctx: ReportContext, steps: pd.DataFrame) -> str:
     """Per model and dtype: how often the step change predicted from verify, and from the capture, has
-    the measured tuned-vs-untuned sign (empty without verified tuning-pass captures)."""
+    the measured tuned-vs-untuned sign (empty without verified tuning-pass captures); ``steps``
+    (:func:`_verify_step_rows`) adds the sets that loaded the verified pass's cache."""
     r, data = ctx.results, ctx.data
     if r.step_measured.empty or data.verify.empty:
         return ""
@@ -637,7 +638,6 @@ def _prediction_lines(ctx: ReportContext) -> str:
         lines.append(f"- {model} {dtype}: predicted from verify, the tuned step's change has the measured sign at "
                      f"**{a['agree']} of {a['sizes']} sizes** ({a['agree_beyond_noise']} of the {a['beyond_noise']} "
                      f"measured beyond noise){by_tuner}.")
-    steps = _verify_step_rows(ctx)
     for (where, model, dtype), rows in (steps.groupby(["step_set", "model", "dtype"], sort=True) if len(steps) else []):
         # Only sets whose cache state loaded the verified tuning pass's own cache.json (its command says so).
         shipped = f"h200/step/{model}-{dtype}/cache.json"
