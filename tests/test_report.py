@@ -238,14 +238,16 @@ def test_verify_section_counts_what_op_summary_computes(whole):
     for row in summary.itertuples(index=False):
         assert (f"- `{row.op}`: of {row.buckets} buckets the tuner's pick was **{row.faster} faster, {row.slower} "
                 f"slower** and {row.within_noise} within noise") in section.text
-    assert "14 verify tables of 14 captured tuning runs" in section.text
+    shipped = whole.data.verify[whole.data.verify["policy"].isna()]
+    n = shipped["source"].nunique()
+    assert n >= 16 and f"{n} verify tables of {shipped['run_id'].nunique()} captured tuning runs" in section.text
     shown = section.tables[0].frame
     assert shown[["op", "faster", "slower", "within_noise"]].astype(str).values.tolist() == \
         summary[["op", "faster", "slower", "within_noise"]].astype(str).values.tolist()
     names = [f.name for f in section.figures]
     assert names[0] == "serving_vs_tuner" and len(section.figures[0].draw().axes) == 2  # one panel per op
-    assert {"h200-verify_step_llama3-8b_bf16", "h200-verify_step_llama3-8b_fp8",
-            "h200-advise_step_llama3-8b_fp8"} <= set(names)
+    assert {"h200-verify_step-bracketed_llama3-8b_fp8", "h200-verify_step-v2_llama3-8b-fp8-v2-graph",
+            "h200-advise_llama3-8b-fp8_proof"} <= set(names) and len(set(names)) == len(names)
     assert "verify_policies" in [t.name for t in section.tables]
 
 
@@ -289,7 +291,7 @@ def test_verify_section_gives_the_step_predictions_sign_agreement(whole):
     r, data = whole.results, whole.data
     served = sign_agreement(r.step_measured, verify_step_changes(data.verify, r.step_rows, captures=data.step_captures,
                                                                  linears=data.linears))
-    assert set(served["model"]) == {"llama3-8b"}  # only the Llama step captures were verified
+    assert set(served["model"]) == {"llama3-8b", "qwen2.5-32b"}  # both models' step captures were verified
     text = report.verify_section(whole).text
     for a in served.itertuples(index=False):
         assert (f"- {a.model} {a.dtype}: predicted from verify, the tuned step's change has the measured sign at "
@@ -356,7 +358,22 @@ def test_prediction_lines_check_verify_against_step_sets_that_loaded_the_verifie
     predicted = verify_step_changes(data.verify, whole.results.step_rows, captures=data.step_captures,
                                     linears=data.linears)
     a = sign_agreement(measured, predicted, state="cache").set_index("dtype").loc["fp8"]
-    text = report._prediction_lines(whole, report._verify_step_rows(whole))
+    text = report._prediction_lines(whole, report._step_comparisons(whole))
     assert (f"llama3-8b fp8, against the tuned cache.json vs untuned of h200-verify/step-bracketed: predicted from "
             f"verify, the sign holds at **{a['agree']} of {a['sizes']} sizes**") in text
     assert "of h200-advise/" not in text  # the advise proofs loaded their own tuning pass's cache, not the verified one
+    assert "against the tuned cache.json vs untuned of h200-verify/step-interleaved/cache" in text  # no new state there
+
+
+def test_verify_section_compares_each_step_run_with_the_untuned_of_its_own_process(whole):
+    rows = whole.data.step_other
+    run = rows[rows["source"] == "h200-verify/step-v2/llama3-8b-bf16-v2-graph"]
+    assert set(run["state"]) == {"untuned", "v2-graph"}
+    m = measured_step_change(run)
+    faster = int((m["beyond_noise"] & ~m["slower"]).sum())
+    text = report.verify_section(whole).text
+    assert (f"- llama3-8b bf16 step (h200-verify/step-v2/llama3-8b-bf16-v2-graph), sizes of 16 beyond noise: "
+            f"**v2-graph** vs untuned {faster} faster, {int(m['slower'].sum())} slower;") in text
+    # The three-process set has untuned in one process only: its states meet that untuned across processes.
+    assert "(h200-verify/step-three-processes)" in text and "step-three-processes/llama3-8b-fp8-cache)" not in text
+    assert "Between-pass drift (" in text

@@ -155,3 +155,19 @@ def test_fallback_sizes_flag_steps_that_ran_tactic_minus_one_everywhere():
             + with_picks(step_rows("v2-graph", [2.0]), "qkv=Cudnn:-1 o=Cublaslt:3", tokens=24))
     flags = fallback_sizes(pd.DataFrame(rows)).set_index("tokens")["fallback"]
     assert flags.to_dict() == {8: True, 24: False}
+
+
+def test_pass_drift_measures_a_state_between_its_passes_in_one_process():
+    from profkit.analysis.step import pass_drift
+
+    def run(source, *passes):
+        return [{**r, "source": source} for state, times in passes for r in step_rows(state, times)]
+
+    # untuned, cache, untuned in one file: untuned's two passes sit 0.4 ms apart, each only 0.1 ms wide.
+    rows = pd.DataFrame(run("a", ("untuned", [10.0, 10.1]), ("cache", [9.0, 9.0]), ("untuned", [10.4, 10.5]))
+                        + run("b", ("untuned", [20.0, 20.0]), ("cache", [19.0])))  # one pass each: no drift
+    drift = pass_drift(rows)
+    assert drift[["source", "state", "passes"]].values.tolist() == [["a", "untuned", 2]]
+    row = drift.iloc[0]
+    assert row["drift_ms"] == pytest.approx(0.4) and row["within_ms"] == pytest.approx(0.1)
+    assert row["drift_pct"] == pytest.approx(100 * 0.4 / 10.25)

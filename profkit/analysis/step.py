@@ -32,6 +32,11 @@ MEASURED_COLUMNS = {
     "step_ms": "float64", "baseline_ms": "float64", "delta_ms": "float64", "delta_pct": "float64",
     "noise_ms": "float64", "beyond_noise": "boolean", "slower": "boolean",
 }
+DRIFT_COLUMNS = {
+    "model": "string", "dtype": "string", "source": "string", "phase": "string", "tokens": "Int64",
+    "state": "string", "passes": "Int64", "step_ms": "float64", "drift_ms": "float64", "drift_pct": "float64",
+    "within_ms": "float64",
+}
 BREAK_EVEN_COLUMNS = {
     "model": "string", "dtype": "string", "phase": "string", "tokens": "Int64", "state": "string",
     "saved_ms": "float64", "tuning_s": "float64", "steps_to_break_even": "float64",
@@ -278,6 +283,31 @@ def fallback_sizes(bench: pd.DataFrame) -> pd.DataFrame:
     picks = _recorded_picks(bench, keys)
     words = picks["picks"].str.split()
     return picks.assign(fallback=[all(w.endswith(":-1") for w in ws) for ws in words])[[*keys, "fallback"]]
+
+
+def pass_drift(bench: pd.DataFrame) -> pd.DataFrame:
+    """How far a state's step time moves between its passes in one process (same kernels, same sizes).
+
+    A pass is a run of consecutive rows of one state in a ``source`` (one ``profkit step`` file, rows
+    in the order it wrote them): ``--states untuned,cache,untuned,cache`` gives each state two passes.
+
+    Returns:
+        One row per (model, dtype, source, phase, tokens, state) with two or more passes: passes,
+        step_ms (median over all its repetitions), drift_ms (max - min of the pass medians), drift_pct
+        (of step_ms), within_ms (the largest max - min inside one pass). Empty when no state repeats.
+    """
+    require(bench, ("model", "dtype", "source", "phase", "tokens", "state", "step_ms"), "bench")
+    rows = bench.dropna(subset=["step_ms"])
+    state = rows["state"].astype(object)
+    starts = (state != state.groupby(rows["source"]).shift()).astype(int)
+    rows = rows.assign(pass_no=starts.groupby(rows["source"]).cumsum())
+    keys = ["model", "dtype", "source", "phase", "tokens", "state"]
+    per_pass = rows.groupby([*keys, "pass_no"])["step_ms"].agg(median="median", spread=lambda x: x.max() - x.min())
+    out = per_pass.groupby(keys).agg(passes=("median", "size"), drift_ms=("median", lambda x: x.max() - x.min()),
+                                     within_ms=("spread", "max")).reset_index()
+    out = out.merge(rows.groupby(keys)["step_ms"].median().reset_index(), on=keys)
+    out = out[out["passes"] > 1]
+    return conform(out.assign(drift_pct=100 * out["drift_ms"] / out["step_ms"]).sort_values(keys), DRIFT_COLUMNS)
 
 
 def break_even_table(measured: pd.DataFrame, tuning_pass: pd.DataFrame) -> pd.DataFrame:

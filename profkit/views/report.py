@@ -527,16 +527,23 @@ def _policy_tuning_s(provenance) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["policy", "op", "tuning_s"])
 
 
-def _verify_step_rows(ctx: ReportContext) -> pd.DataFrame:
-    """Step rows of the step sets (folders of step runs, in ``step_set``) that hold a repaired, advised,
-    planned or v2 state."""
-    rows = pd.concat([f for f in (ctx.data.step, ctx.data.step_other) if len(f) and "state" in f], ignore_index=True) \
-        if len(ctx.data.step) or len(ctx.data.step_other) else pd.DataFrame()
-    if rows.empty or "source" not in rows:
-        return rows.iloc[:0]
+def _step_comparisons(ctx: ReportContext) -> list[tuple[str, str, str, pd.DataFrame]]:
+    """(where, model, dtype, rows) per comparison of step states: each step run (its folder) alone where
+    every run of its set holds untuned rows, so a state meets the untuned of its own process and no
+    process-to-process drift; else the set (the folder holding step runs) pooled."""
+    frames = [f for f in (ctx.data.step, ctx.data.step_other) if len(f) and {"state", "source"} <= set(f)]
+    if not frames:
+        return []
+    rows = pd.concat(frames, ignore_index=True)
     rows = rows.assign(step_set=rows["source"].astype(str).str.rpartition("/")[0])
-    wanted = set(rows["step_set"][rows["state"].isin(_NEW_STATES).to_numpy(dtype=bool)])
-    return rows[rows["step_set"].isin(wanted).to_numpy(dtype=bool)]
+    out = []
+    for (where, model, dtype), group in rows.groupby(["step_set", "model", "dtype"], sort=True):
+        runs = list(group.groupby("source", sort=True))
+        if len(runs) > 1 and all((run["state"] == "untuned").any() for _, run in runs):
+            out += [(source, model, dtype, run) for source, run in runs]
+        else:
+            out.append((where, model, dtype, group))
+    return out
 
 
 def verify_section(ctx: ReportContext) -> Section | None:
@@ -589,38 +596,61 @@ def verify_section(ctx: ReportContext) -> Section | None:
         tables.append(Table(policies.assign(median_regret_pct=(100 * policies["median_regret"]).round(2),
                                             tuning_s=policies["tuning_s"].round(1)).drop(columns="median_regret"),
                             "verify_policies", sort_by="slower", ascending=True, top=len(policies)))
-    steps, step_lines, names = _verify_step_rows(ctx), [], set()
-    for (where, model, dtype), rows in (steps.groupby(["step_set", "model", "dtype"], sort=True) if len(steps) else []):
+    comparisons, step_lines = _step_comparisons(ctx), []
+    for where, model, dtype, rows in comparisons:
         states = [s for s in STATE_ORDER if (rows["state"] == s).any()]
-        step_lines.append(_repaired_step_line(rows, title=f"{model} {dtype} step ({where})"))
         new = ", ".join(s for s in states if s in _NEW_STATES)
-        name = f"{where.split('/')[0]}_step_{model}_{dtype}"
-        name = name if name not in names else f"{name}_{len(names)}"
-        names.add(name)
+        if not new:
+            continue
+        step_lines.append(_repaired_step_line(rows, title=f"{model} {dtype} step ({where})"))
         figures.append(FigureSpec(
-            name, f"Decoder step, {new} against untuned and tuned: {model} {dtype} ({where})",
+            _figure_name(where, model, dtype), f"Decoder step, {new} against untuned and tuned: {model} {dtype} ({where})",
             f"Step time of {model} {dtype} ({', '.join(states)}) from {where}, across decode batch sizes (left) "
             "and prefill chunks (right): milliseconds on top, relative to untuned below. Markers are medians over "
             "the repetitions, bars min to max.",
             lambda rows=rows, model=model, dtype=dtype: _step_times_grid(rows, model=model, dtype=dtype)))
     if step_lines:
-        text.append("Decoder step (`profkit step`; noise: the larger max-min spread of the two states' "
-                    "repetitions, which holds no process-to-process spread where the states ran in different "
-                    "processes; where a state ran untuned's kernels at every linear (`picks`), its difference to "
-                    "untuned is between-pass drift, which the sets that run untuned first and last fold into "
-                    "untuned's spread):\n" + "\n".join(line for line in step_lines if line))
-    text.append(_prediction_lines(ctx, steps))
-    if steps.empty:
+        text.append("Decoder step (`profkit step`; each step run against the untuned of its own process where "
+                    "every run of its set timed untuned, else against the set's untuned across processes; noise: "
+                    "the larger max-min spread of the two states' repetitions; where a state ran untuned's kernels "
+                    "at every linear (`picks`), its difference to untuned is drift, not a kernel choice):\n"
+                    + "\n".join(line for line in step_lines if line))
+        text.append(_drift_line(comparisons))
+    text.append(_prediction_lines(ctx, comparisons))
+    if not step_lines:
         omitted.append("Repaired/advised step figures: not drawn: no step set holds a repaired, advised, planned or "
                        "v2 state.")
     return Section("Do the tuner's picks hold in serving?", "\n\n".join(t for t in text if t),
                    tuple(figures), tuple(tables), tuple(omitted))
 
 
-def _prediction_lines(ctx: ReportContext, steps: pd.DataFrame) -> str:
+def _drift_line(comparisons: list) -> str:
+    """How far a state's step moved between its passes in one process, in the step runs that repeat a state."""
+    rows = [rows for *_, rows in comparisons]
+    drift = step_analysis.pass_drift(pd.concat(rows, ignore_index=True)) if rows else pd.DataFrame()
+    if drift.empty:
+        return ""
+    parts = []
+    for phase, d in drift.groupby("phase", sort=True):
+        within = 100 * d["within_ms"] / d["step_ms"]
+        parts.append(f"by a median {d['drift_pct'].median():.2f}% at {phase} (up to {d['drift_pct'].max():.2f}%; the "
+                     f"spread inside one pass: a median {within.median():.2f}%)")
+    return (f"Between-pass drift ({_count(drift['source'].nunique(), 'step run')} that repeat a state, e.g. "
+            "`--states untuned,cache,untuned,cache`): the median of one state's pass, same kernels and sizes, moved "
+            + "; ".join(parts) + ". A state timed once after another (A then B) cannot tell a change of that "
+            "size from drift; the interleaved sets pool the passes, so their noise holds it.")
+
+
+def _figure_name(where: str, model: str, dtype: str) -> str:
+    """A figure name from the step set's path: ``h200-verify_step-v2_llama3-8b-fp8-v2-graph``."""
+    name = re.sub(r"[^A-Za-z0-9.-]+", "_", where).strip("_")
+    return name if model in name and dtype in name else f"{name}_{model}_{dtype}"
+
+
+def _prediction_lines(ctx: ReportContext, comparisons: list) -> str:
     """Per model and dtype: how often the step change predicted from verify, and from the capture, has
-    the measured tuned-vs-untuned sign (empty without verified tuning-pass captures); ``steps``
-    (:func:`_verify_step_rows`) adds the sets that loaded the verified pass's cache."""
+    the measured tuned-vs-untuned sign (empty without verified tuning-pass captures); ``comparisons``
+    (:func:`_step_comparisons`) add the step runs that loaded the verified pass's cache."""
     r, data = ctx.results, ctx.data
     if r.step_measured.empty or data.verify.empty:
         return ""
@@ -638,7 +668,7 @@ def _prediction_lines(ctx: ReportContext, steps: pd.DataFrame) -> str:
         lines.append(f"- {model} {dtype}: predicted from verify, the tuned step's change has the measured sign at "
                      f"**{a['agree']} of {a['sizes']} sizes** ({a['agree_beyond_noise']} of the {a['beyond_noise']} "
                      f"measured beyond noise){by_tuner}.")
-    for (where, model, dtype), rows in (steps.groupby(["step_set", "model", "dtype"], sort=True) if len(steps) else []):
+    for where, model, dtype, rows in comparisons:
         # Only sets whose cache state loaded the verified tuning pass's own cache.json (its command says so).
         shipped = f"h200/step/{model}-{dtype}/cache.json"
         if not {"untuned", "cache"} <= set(rows["state"]) or not rows.get(
