@@ -171,3 +171,29 @@ def test_pass_drift_measures_a_state_between_its_passes_in_one_process():
     row = drift.iloc[0]
     assert row["drift_ms"] == pytest.approx(0.4) and row["within_ms"] == pytest.approx(0.1)
     assert row["drift_pct"] == pytest.approx(100 * 0.4 / 10.25)
+
+
+def test_against_best_takes_the_faster_baseline_per_size():
+    from profkit.analysis.step import against_best
+
+    rows = pd.DataFrame(step_rows("untuned", [10.0, 10.1]) + step_rows("cache", [9.0, 9.1]) + step_rows("repaired", [9.5, 9.6])
+                        + with_picks(step_rows("untuned", [5.0, 5.1]), "", tokens=24)
+                        + with_picks(step_rows("cache", [6.0, 6.1]), "", tokens=24)
+                        + with_picks(step_rows("repaired", [5.05, 5.1]), "", tokens=24)
+                        + with_picks(step_rows("repaired", [1.0]), "", tokens=64))  # no baseline at 64: left out
+    best = against_best(rows).set_index("tokens")
+    assert best["best"].to_dict() == {8: "cache", 24: "untuned"}
+    assert best.loc[8, "slower"] and not best.loc[24, "slower"]  # 9.55 vs 9.05 beyond 0.1; 5.075 vs 5.05 within
+    assert best.loc[8, "best_ms"] == pytest.approx(9.05)
+
+
+def test_step_comparisons_keep_each_process_with_its_own_untuned():
+    from profkit.analysis.step import step_comparisons
+
+    def run(source, *states):
+        return [{**r, "source": source} for state in states for r in step_rows(state, [1.0])]
+
+    rows = pd.DataFrame(run("set/a", "untuned", "v2-graph") + run("set/b", "untuned", "v2-eager")
+                        + run("three/untuned", "untuned") + run("three/cache", "cache"))
+    where = [w for w, _, _, _ in step_comparisons(rows)]
+    assert where == ["set/a", "set/b", "three"]  # a set without untuned in every run is pooled

@@ -310,6 +310,44 @@ def pass_drift(bench: pd.DataFrame) -> pd.DataFrame:
     return conform(out.assign(drift_pct=100 * out["drift_ms"] / out["step_ms"]).sort_values(keys), DRIFT_COLUMNS)
 
 
+def step_comparisons(rows: pd.DataFrame) -> list[tuple[str, str, str, pd.DataFrame]]:
+    """Which step rows to compare with each other: (where, model, dtype, rows) per comparison.
+
+    A set is the folder holding step runs (``source`` is a run's folder). Each run is its own
+    comparison where every run of its set and model holds untuned rows, so a state meets the untuned
+    of its own process; else the set is pooled (states that ran in separate processes).
+    """
+    require(rows, ("source", "model", "dtype", "state"), "step rows")
+    rows = rows.assign(step_set=rows["source"].astype(str).str.rpartition("/")[0])
+    out = []
+    for (where, model, dtype), group in rows.groupby(["step_set", "model", "dtype"], sort=True):
+        runs = list(group.groupby("source", sort=True))
+        if len(runs) > 1 and all((run["state"] == "untuned").any() for _, run in runs):
+            out += [(str(source), model, dtype, run) for source, run in runs]
+        else:
+            out.append((where, model, dtype, group))
+    return out
+
+
+def against_best(bench: pd.DataFrame, *, state: str = "repaired",
+                 baselines: tuple[str, ...] = ("untuned", "cache")) -> pd.DataFrame:
+    """Per size: ``state`` against the faster (lower median) of ``baselines``, as :func:`measured_step_change`.
+
+    Returns:
+        One row per (model, dtype, phase, tokens) where ``state`` and every baseline have rows: best
+        (that baseline), step_ms, best_ms, delta_pct, noise_ms, slower (beyond noise). Empty otherwise.
+    """
+    keys = ["model", "dtype", "phase", "tokens"]
+    parts = [measured_step_change(bench[bench["state"].isin([b, state]).to_numpy(dtype=bool)], baseline=b).assign(best=b)
+             for b in baselines]
+    changes = pd.concat(parts, ignore_index=True)
+    changes = changes[(changes["state"] == state).to_numpy(dtype=bool)]
+    complete = changes.groupby(keys)["best"].transform("size") == len(baselines)
+    best = changes[complete.to_numpy(dtype=bool)].sort_values("baseline_ms").groupby(keys).head(1)
+    return best.rename(columns={"baseline_ms": "best_ms"}).sort_values(keys)[
+        [*keys, "best", "step_ms", "best_ms", "delta_pct", "noise_ms", "slower"]].reset_index(drop=True)
+
+
 def break_even_table(measured: pd.DataFrame, tuning_pass: pd.DataFrame) -> pd.DataFrame:
     """The tuned step sizes that save time beyond noise, with the steps that repay the tuning pass.
 

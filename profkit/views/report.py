@@ -528,22 +528,9 @@ def _policy_tuning_s(provenance) -> pd.DataFrame:
 
 
 def _step_comparisons(ctx: ReportContext) -> list[tuple[str, str, str, pd.DataFrame]]:
-    """(where, model, dtype, rows) per comparison of step states: each step run (its folder) alone where
-    every run of its set holds untuned rows, so a state meets the untuned of its own process and no
-    process-to-process drift; else the set (the folder holding step runs) pooled."""
+    """:func:`profkit.analysis.step.step_comparisons` of every step row of the data (tuning-pass sets and the others)."""
     frames = [f for f in (ctx.data.step, ctx.data.step_other) if len(f) and {"state", "source"} <= set(f)]
-    if not frames:
-        return []
-    rows = pd.concat(frames, ignore_index=True)
-    rows = rows.assign(step_set=rows["source"].astype(str).str.rpartition("/")[0])
-    out = []
-    for (where, model, dtype), group in rows.groupby(["step_set", "model", "dtype"], sort=True):
-        runs = list(group.groupby("source", sort=True))
-        if len(runs) > 1 and all((run["state"] == "untuned").any() for _, run in runs):
-            out += [(source, model, dtype, run) for source, run in runs]
-        else:
-            out.append((where, model, dtype, group))
-    return out
+    return step_analysis.step_comparisons(pd.concat(frames, ignore_index=True)) if frames else []
 
 
 def verify_section(ctx: ReportContext) -> Section | None:
