@@ -42,10 +42,9 @@ def sign_targets(data, results) -> None:
                                            linears=data.linears)
     against = [("shipped tuned step", results.step_measured, "tuned")]
     for where, model, dtype, group in step.step_comparisons(pd.concat([data.step, data.step_other], ignore_index=True)):
-        shipped = f"h200/step/{model}-{dtype}/cache.json"
-        if {"untuned", "cache"} <= set(group["state"]) and group["command"].astype(str).str.contains(shipped, regex=False).any():
-            pair = group[group["state"].isin(["untuned", "cache"])]
-            against.append((where, step.measured_step_change(pair), "cache"))
+        measured = step.cache_change(group, cache=f"h200/step/{model}-{dtype}/cache.json")  # the verified pass's cache
+        if len(measured):
+            against.append((where, measured, "cache"))
     for where, measured, state in against:
         for a in step.sign_agreement(measured, predicted, state=state).itertuples():
             verdict = "MET" if a.agree >= 13 else "MISSED"

@@ -197,3 +197,14 @@ def test_step_comparisons_keep_each_process_with_its_own_untuned():
                         + run("three/untuned", "untuned") + run("three/cache", "cache"))
     where = [w for w, _, _, _ in step_comparisons(rows)]
     assert where == ["set/a", "set/b", "three"]  # a set without untuned in every run is pooled
+
+
+def test_cache_change_only_where_the_cache_state_loaded_the_named_file():
+    from profkit.analysis.step import cache_change
+
+    loaded = [{**r, "command": "profkit step --cache cache=data/h200/step/m-bf16/cache.json"}
+              for r in step_rows("untuned", [10.0, 10.1]) + step_rows("cache", [9.0, 9.1])]
+    change = cache_change(pd.DataFrame(loaded), cache="h200/step/m-bf16/cache.json")
+    assert change["state"].tolist() == ["cache"] and change["delta_ms"].iloc[0] == pytest.approx(-1.0)
+    assert cache_change(pd.DataFrame(loaded), cache="h200/step/other/cache.json").empty
+    assert cache_change(pd.DataFrame(loaded[:2]), cache="h200/step/m-bf16/cache.json").empty  # no cache rows

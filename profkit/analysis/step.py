@@ -329,6 +329,16 @@ def step_comparisons(rows: pd.DataFrame) -> list[tuple[str, str, str, pd.DataFra
     return out
 
 
+def cache_change(rows: pd.DataFrame, *, cache: str) -> pd.DataFrame:
+    """:func:`measured_step_change` of the ``cache`` state against untuned, where the cache state loaded the
+    file ``cache`` names (its ``command`` says so); empty where it did not or a state is missing."""
+    pair = rows[rows["state"].isin(["untuned", "cache"]).to_numpy(dtype=bool)]
+    commands = pair.get("command", pd.Series(dtype=str)).astype(str)
+    if set(pair["state"]) != {"untuned", "cache"} or not commands.str.contains(cache, regex=False).any():
+        return conform(pd.DataFrame(), MEASURED_COLUMNS)
+    return measured_step_change(pair)
+
+
 def against_best(bench: pd.DataFrame, *, state: str = "repaired",
                  baselines: tuple[str, ...] = ("untuned", "cache")) -> pd.DataFrame:
     """Per size: ``state`` against the faster (lower median) of ``baselines``, as :func:`measured_step_change`.

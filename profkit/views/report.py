@@ -656,12 +656,10 @@ def _prediction_lines(ctx: ReportContext, comparisons: list) -> str:
                      f"**{a['agree']} of {a['sizes']} sizes** ({a['agree_beyond_noise']} of the {a['beyond_noise']} "
                      f"measured beyond noise){by_tuner}.")
     for where, model, dtype, rows in comparisons:
-        # Only sets whose cache state loaded the verified tuning pass's own cache.json (its command says so).
-        shipped = f"h200/step/{model}-{dtype}/cache.json"
-        if not {"untuned", "cache"} <= set(rows["state"]) or not rows.get(
-                "command", pd.Series(dtype=str)).astype(str).str.contains(shipped, regex=False).any():
+        # Only sets whose cache state loaded the verified tuning pass's own cache.json.
+        measured = step_analysis.cache_change(rows, cache=f"h200/step/{model}-{dtype}/cache.json")
+        if measured.empty:
             continue
-        measured = step_analysis.measured_step_change(rows[rows["state"].isin(["untuned", "cache"])])
         a = step_analysis.sign_agreement(measured, from_verify, state="cache")
         mine = a[(a["model"] == model) & (a["dtype"] == dtype)]
         if len(mine):
