@@ -36,12 +36,12 @@ def repaired_targets(rows: pd.DataFrame) -> None:
         print(line + ("  MET" if slower.empty else "  MISSED"))
 
 
-def sign_targets(data, results) -> None:
+def sign_targets(data, results, rows: pd.DataFrame) -> None:
     print("2. sign of the step change predicted from verify, measured tuned (or cache) vs untuned")
     predicted = verify.verify_step_changes(data.verify, results.step_rows, captures=data.step_captures,
                                            linears=data.linears)
     against = [("shipped tuned step", results.step_measured, "tuned")]
-    for where, model, dtype, group in step.step_comparisons(pd.concat([data.step, data.step_other], ignore_index=True)):
+    for where, model, dtype, group in step.step_comparisons(rows):
         measured = step.cache_change(group, cache=f"h200/step/{model}-{dtype}/cache.json")  # the verified pass's cache
         if len(measured):
             against.append((where, measured, "cache"))
@@ -77,8 +77,9 @@ def main(root: str = "data") -> None:
         warnings.simplefilter("ignore", UserWarning)
         data = read_datadir(root)
         results = overview(data)
-    repaired_targets(pd.concat([data.step, data.step_other], ignore_index=True))
-    sign_targets(data, results)
+    rows = pd.concat([data.step, data.step_other], ignore_index=True)
+    repaired_targets(rows)
+    sign_targets(data, results, rows)
     cost_targets(data)
 
 
