@@ -4,8 +4,9 @@
 # profkit step's v2 states for Llama-3.1-8B in DTYPE, one fresh process per policy (default
 # "v2-graph v2-eager"): untuned, then the v2 tuning pass and its steps, timed inside
 # autotune_v2(mode="replay") with the same policy (policy_study.serving_context). Measured (2026-12-04):
-# 120-190 s a process; the first process of a dtype on a fresh machine also builds its JIT modules
-# (fp8: 216 s of tuning; bf16: over the 280 s limit, rerun alone with a longer one). Each step row's
+# about 100-180 s a process; the first process of a dtype on a fresh machine also builds its JIT
+# modules (fp8: about 270 s in all, 216 s of it tuning; bf16: over the 280 s limit, rerun alone with a
+# longer one). Each step row's
 # `picks` shows whether the v2 winners were really served.
 set -u
 dtype=$1 out=$2 policies=${3:-v2-graph v2-eager}
