@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 from flashinfer.autotuner import AutoTuner, ConstraintSpec, DynamicTensorSpec, TunableRunner, TuningConfig, autotune
-from flashinfer.fused_moe.utils import get_hybrid_num_tokens_buckets, make_hybrid_bucket_mapper
+from flashinfer.fused_moe.utils import get_hybrid_num_tokens_buckets, make_hybrid_bucket_mapper, map_to_hybrid_bucket_uncapped
 
 HIDDEN = 64
 INTERMEDIATE = 48  # fc1 is (E, 2 * INTERMEDIATE, HIDDEN); 2 * INTERMEDIATE != HIDDEN, as in most MoE layers
@@ -191,3 +191,70 @@ def tune_unified(m: int, runner: ToyUnifiedMoERunner | None = None, op: str = "m
     config = TuningConfig(dynamic_tensor_specs=(DynamicTensorSpec((0,), (0,), (m,), make_hybrid_bucket_mapper(m)),))
     with autotune(True):
         return AutoTuner.get().choose_one(op, [runner or ToyUnifiedMoERunner()], config, [torch.randn(m, HIDDEN)])
+
+
+# -- SM90 CuTe-DSL fused MoE: one choose_one, nested-tuple tactics -------------------------------
+SM90_OP = "CuteDslFusedMoE::run_moe_sm90::Swiglu"
+SM90_DEFAULT = (128, ((128, 64), 1), ((128, 64), (1, 1), False))
+
+
+def sm90_tactics(tile_sizes=(64, 128), gemm1_ns=(128, 64), gemm2_ns=(128, 64)) -> list:
+    """Nested tactics shaped as FlashInfer's SM90 MoE ones: (tile, ((tile, n1), swizzle), ((tile, n2), cluster, raster))."""
+    return [(t, ((t, n1), 1), ((t, n2), (1, 1), False)) for t in tile_sizes for n1 in gemm1_ns for n2 in gemm2_ns
+            if (t, ((t, n1), 1), ((t, n2), (1, 1), False)) != SM90_DEFAULT]
+
+
+class ToySm90MoERunner(TunableRunner):
+    """Shaped like ``CuteDslFusedMoESm90Runner``: inputs (x, expert ids, scales, w1, w2, out), the token
+    dim of 0, 1, 2 and 5 on FlashInfer's hybrid buckets, a routing pre-hook, cold L2 and CUDA graphs;
+    tactic -1 runs :data:`SM90_DEFAULT`. Tactics with a 64-row tile raise from ``failing_from`` tokens
+    (``failing_from=0``: every tactic but -1 raises, as when no kernel builds)."""
+
+    def __init__(self, tactics=None, failing_from: int | None = None):
+        self.tactics = list(tactics or sm90_tactics())
+        self.failing_from = failing_from
+        spec = DynamicTensorSpec((0, 1, 2, 5), (0, 0, 0, 0), get_hybrid_num_tokens_buckets,
+                                 map_to_hybrid_bucket_uncapped)
+        self.tuning_config = TuningConfig(dynamic_tensor_specs=(spec,), inputs_pre_hook=self._routing,
+                                          tensor_initializers=((1, _expert_ids),), use_cold_l2_cache=True,
+                                          use_cuda_graph=True)
+
+    def _routing(self, inputs):
+        out = list(inputs)
+        out[1] = torch.rand(inputs[1].shape[0], NUM_EXPERTS, generator=torch.Generator().manual_seed(515)) \
+            .topk(TOP_K, dim=-1).indices.to(inputs[1].dtype)
+        return out
+
+    def get_cache_key_extras(self, inputs) -> tuple:
+        return ("input_dtype", str(inputs[0].dtype), "use_fused_finalize", True)
+
+    def get_valid_tactics(self, inputs, profile):
+        return [-1, *self.tactics]
+
+    def forward(self, inputs, tactic=-1, do_preparation=False, **kwargs):
+        x, ids, scales, w1, w2, out = inputs
+        tile = SM90_DEFAULT[0] if tactic in (None, -1) else tactic[0]
+        if self.failing_from is not None and tactic != -1 and (tile == 64 or self.failing_from == 0) \
+                and x.shape[0] >= self.failing_from:
+            raise ValueError(f"SM90 MoE tactic {tactic} cannot be implemented for {x.shape[0]} tokens (toy)")
+        out.copy_(x * scales.sum(-1, keepdim=True))
+        return out
+
+
+def sm90_inputs(m: int) -> list[torch.Tensor]:
+    """(x, expert ids, scales, w1 (E, 2I, H), w2 (E, H, I), out) at m tokens."""
+    return [torch.randn(m, HIDDEN), _expert_ids((m, TOP_K), torch.int32, "cpu"), torch.full((m, TOP_K), 1 / TOP_K),
+            torch.randn(NUM_EXPERTS, 2 * INTERMEDIATE, HIDDEN), torch.randn(NUM_EXPERTS, HIDDEN, INTERMEDIATE),
+            torch.empty(m, HIDDEN)]
+
+
+def sm90_moe(m: int, runner: ToySm90MoERunner | None = None, inputs: list | None = None):
+    """One call of the SM90-like MoE op at m tokens through the real ``choose_one``; returns (runner, tactic)."""
+    runner = runner or ToySm90MoERunner()
+    return AutoTuner.get().choose_one(SM90_OP, [runner], runner.tuning_config, inputs or sm90_inputs(m))
+
+
+def tune_sm90(m: int, runner: ToySm90MoERunner | None = None):
+    """A tuning call of the SM90-like MoE at m tokens: tunes every hybrid bucket up to m."""
+    with autotune(True):
+        return sm90_moe(m, runner)

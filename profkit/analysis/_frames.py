@@ -66,28 +66,62 @@ _SHAPE_CACHE: dict[str, str | None] = {}
 
 def gemm_shape(profile) -> str | None:
     """'N=<n> K=<k>' for a GEMM profile text ``((.., M, K), (.., K, N), ...)``; None otherwise."""
+    label = _shape_label(profile)
+    return label if label is not None and label.startswith("N=") else None
+
+
+def moe_shape(profile) -> str | None:
+    """'E=<experts> top_k=<k> H=<hidden> I=<inter>' for a fused-MoE profile text; None otherwise.
+
+    A fused-MoE profile holds ``(x (M, H), expert ids (M, k), scales (M, k), w1 (E, 2I or I, H),
+    w2 (E, H, I), out (M, H))``: FlashInfer's SM90 CuTe-DSL MoE inputs in their call order.
+    """
+    label = _shape_label(profile)
+    return label if label is not None and label.startswith("E=") else None
+
+
+def op_shape(profile) -> str | None:
+    """The problem-shape label of a GEMM or fused-MoE profile text (see gemm_shape, moe_shape)."""
+    return _shape_label(profile)
+
+
+def _shape_label(profile) -> str | None:
     if profile is None or (isinstance(profile, float) and math.isnan(profile)) or profile is pd.NA:
         return None
     text = str(profile)
     if text in _SHAPE_CACHE:
         return _SHAPE_CACHE[text]
-    label = None
     try:
-        parsed = ast.literal_eval(text)
-        a, b = parsed[0], parsed[1]
-        if len(a) >= 2 and len(b) >= 2 and a[-1] == b[-2]:
-            label = f"N={int(b[-1])} K={int(a[-1])}"
-    except (ValueError, SyntaxError, TypeError, IndexError, MemoryError):
+        label = _moe_label(ast.literal_eval(text)) or _gemm_label(ast.literal_eval(text))
+    except (ValueError, SyntaxError, TypeError, IndexError, MemoryError, RecursionError):
         label = None
     _SHAPE_CACHE[text] = label
     return label
+
+
+def _gemm_label(parsed) -> str | None:
+    a, b = parsed[0], parsed[1]
+    if len(a) >= 2 and len(b) >= 2 and a[-1] == b[-2]:
+        return f"N={int(b[-1])} K={int(a[-1])}"
+    return None
+
+
+def _moe_label(parsed) -> str | None:
+    if len(parsed) != 6 or any(not isinstance(p, tuple) for p in parsed):
+        return None
+    x, ids, scales, w1, w2, out = parsed
+    if (len(x) == 2 and len(ids) == 2 and ids == scales and len(w1) == 3 and len(w2) == 3 and out == x
+            and w1[0] == w2[0] and x[1] == w1[2] == w2[1]):
+        return f"E={int(w1[0])} top_k={int(ids[1])} H={int(x[1])} I={int(w2[2])}"
+    return None
 
 
 _NUMBER = re.compile(r"-?\d+")
 
 
 def shapes_of(frame: pd.DataFrame) -> pd.Series:
-    """Problem-shape label per row: 'N=.. K=..' for GEMMs, else the profile with varying dims as '*'.
+    """Problem-shape label per row: 'N=.. K=..' for GEMMs, 'E=.. top_k=.. H=.. I=..' for fused MoE,
+    else the profile with varying dims as '*'.
 
     Profiles of one (op, run, call) that differ only in the bucketed dimension share a label, so
     rows of one layer line up across buckets and across runs.
@@ -96,7 +130,7 @@ def shapes_of(frame: pd.DataFrame) -> pd.Series:
         return pd.Series([], dtype="string", index=frame.index)
     profiles = frame["profile"].astype("string")
     uniques = pd.unique(profiles.dropna())
-    labels = {p: gemm_shape(p) for p in uniques}
+    labels = {p: op_shape(p) for p in uniques}
     unlabelled = [p for p, v in labels.items() if v is None]
     if unlabelled:
         labels.update(_wildcard_labels(frame, profiles, set(unlabelled)))

@@ -16,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profkit.analysis._frames import conform, empty, flashinfer_rows, gemm_shape, require
+from profkit.analysis._frames import conform, empty, flashinfer_rows, op_shape, require
 from profkit.analysis.engine import assign_bucket
+from profkit.errors import ProfkitError
 
 PLAN_COLUMNS = {
     "run_id": "string", "op": "string", "shape": "string", "n": "Int64", "k": "Int64", "m": "Int64",
@@ -53,7 +54,7 @@ STEP_COLUMNS = {
 
 
 def verify_plan(candidates: pd.DataFrame, winners: pd.DataFrame, *, sizes, top_k: int = 5) -> pd.DataFrame:
-    """Which candidates ``profkit verify`` times, at which M.
+    """Which candidates ``profkit verify`` times, at which M (GEMMs and fused MoE; n, k are NA for MoE).
 
     Args:
         candidates, winners: a capture's tables (profiled winners with ``default_time_ms``).
@@ -85,10 +86,10 @@ def verify_plan(candidates: pd.DataFrame, winners: pd.DataFrame, *, sizes, top_k
         ranked["tuner_rank"], ranked["time_ms"])}
     rows = []
     for w in won.itertuples(index=False):
-        shape = gemm_shape(w.profile)
+        shape = op_shape(w.profile)
         if shape is None:
             continue
-        n, k = (int(part.split("=")[1]) for part in shape.split())
+        n, k = (int(part.split("=")[1]) for part in shape.split()) if shape.startswith("N=") else (None, None)
         bucket_rows = ranked[(ranked["run_id"] == w.run_id) & (ranked["op"] == w.op) & (ranked["profile"] == w.profile)
                              & (ranked["call"] == w.call)]
         chosen = {(r.runner, r.tactic): (r.time_ms, r.tuner_rank) for r in bucket_rows.head(top_k).itertuples()}
@@ -208,17 +209,19 @@ def policy_table(verify: pd.DataFrame, tuning_s: pd.DataFrame | None = None) -> 
     return conform(pd.DataFrame(rows), POLICY_COLUMNS) if rows else empty(POLICY_COLUMNS)
 
 
-def repair_picks(verify: pd.DataFrame) -> pd.DataFrame:
+def repair_picks(verify: pd.DataFrame, *, routing: str | None = None) -> pd.DataFrame:
     """Per (run_id, op, shape, bucket): the serving-verified best, or the default where nothing beats it.
 
     Timed at the bucket's own M. A candidate replaces the default only when it is faster beyond
     noise (its p90 below the default's p10); among those, the fastest median wins, ties to the
     tuner's order. Each row carries FlashInfer's cache-file key of the chosen runner, recorded by
     verify at the bucket's M (``file_key``), which is what :func:`profkit.views.repair.cache_file`
-    writes.
+    writes. MoE verify tables time each candidate under several routings: the picks follow
+    ``routing`` (default: the tuner's own, ``"tuner"``); rows without a routing are GEMMs'.
     """
     require(verify, ("run_id", "op", "shape", "m", "bucket", "runner", "tactic", "winner", "default",
                      "serving_ms", "serving_p10_ms", "serving_p90_ms", "file_key"), "verify")
+    verify = of_routing(verify, routing)
     at = verify[(verify["m"] == verify["bucket"]) & verify["serving_ms"].notna()]
     rows = []
     for (run_id, op, shape, bucket), g in at.groupby(["run_id", "op", "shape", "bucket"], sort=True):
@@ -238,6 +241,22 @@ def repair_picks(verify: pd.DataFrame) -> pd.DataFrame:
                      "tuner_runner": tuner["runner"].iloc[0] if len(tuner) else None,
                      "tuner_tactic": tuner["tactic"].iloc[0] if len(tuner) else None, "reason": reason})
     return conform(pd.DataFrame(rows), REPAIR_COLUMNS) if rows else empty(REPAIR_COLUMNS)
+
+
+def of_routing(verify: pd.DataFrame, routing: str | None = None) -> pd.DataFrame:
+    """The rows timed under ``routing`` (default ``"tuner"``), and every row that has no routing.
+
+    Raises ProfkitError when MoE rows exist but none under ``routing``, naming the routings there are.
+    """
+    if "routing" not in verify.columns:
+        return verify
+    names = verify["routing"].astype("string")
+    wanted = routing or "tuner"
+    keep = (names == wanted).fillna(False) | names.isna()
+    if names.notna().any() and not (names == wanted).fillna(False).any():
+        raise ProfkitError(f"no verify rows under routing {wanted!r}; routings timed: "
+                           f"{', '.join(sorted(names.dropna().unique()))}")
+    return verify[keep.to_numpy(dtype=bool)]
 
 
 def predict_step_from_verify(verify: pd.DataFrame, *, shapes, tokens, layers: int,

@@ -17,10 +17,16 @@ def no_cuda(program: str) -> bool:
 
 
 def graph_replay_ms(fn: Callable[[], object], *, replays: int, warmups: int = 1) -> list[float]:
-    """Milliseconds of each of ``replays`` replays of a CUDA graph of ``fn()``.
+    """Milliseconds of each of ``replays`` replays of a CUDA graph of ``fn()`` (see :func:`captured_graph`)."""
+    return replay_ms(captured_graph(fn, warmups=warmups), replays=replays)
+
+
+def captured_graph(fn: Callable[[], object], *, warmups: int = 1) -> "torch.cuda.CUDAGraph":
+    """A CUDA graph of ``fn()``, replayed once.
 
     ``fn`` runs ``warmups`` times eagerly on a side stream first: cuDNN builds its execution
-    plans then (building one during capture raises ``CudnnPlanBuildInCaptureError``).
+    plans then (building one during capture raises ``CudnnPlanBuildInCaptureError``), and
+    CuTe-DSL compiles its kernels.
     """
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -34,6 +40,11 @@ def graph_replay_ms(fn: Callable[[], object], *, replays: int, warmups: int = 1)
         fn()
     graph.replay()
     torch.cuda.synchronize()
+    return graph
+
+
+def replay_ms(graph: "torch.cuda.CUDAGraph", *, replays: int) -> list[float]:
+    """Milliseconds of each of ``replays`` replays of ``graph``, each timed by its own CUDA events."""
     times = []
     for _ in range(replays):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

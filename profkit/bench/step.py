@@ -155,7 +155,6 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
 
     import profkit
     from profkit.models import load_model
-    from profkit.sources.env import collect_env, new_run_id
 
     states = _ordered(states)
     cache_files = cache_files or {}
@@ -169,11 +168,7 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
 
         flags.append(enable_bf16_auto_on_sm90())  # mm_bf16(backend="auto") raises on SM90 without it
     stack = DecoderStack(model, dtype, layers=layers, kv_len=kv_len, max_batch=max(decode_sizes))
-    env = collect_env(new_run_id())
-    base = {"engine": "profkit-step", "format": "profkit-step", "source": str(out), "model": model_name,
-            "dtype": dtype, "flags": ",".join(flags), "layers": layers, "kv_len": kv_len, "attention": ATTENTION,
-            **{k: env.get(k) for k in ("run_id", "gpu", "driver", "cuda", "torch", "flashinfer", "cudnn",
-                                       "cublas", "host", "command")}}
+    base = step_row_base(out, model_name, dtype, flags=flags, layers=layers, kv_len=kv_len)
     linear_names = [lin.name for lin in linear_layers(model)]
     rows, tuning_s = [], None
     for state in states:
@@ -205,6 +200,17 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
                 print(f"[step] {model_name} {dtype} {state:7} {phase:7} {tokens:5}: "
                       f"{statistics.median(times):8.3f} ms", flush=True)
     return rows
+
+
+def step_row_base(out, model_name: str, dtype: str, *, flags, layers: int, kv_len: int) -> dict:
+    """The columns every step row of one process shares: what ran, where, with which software."""
+    from profkit.sources.env import collect_env, new_run_id
+
+    env = collect_env(new_run_id())
+    return {"engine": "profkit-step", "format": "profkit-step", "source": str(out), "model": model_name,
+            "dtype": dtype, "flags": ",".join(flags), "layers": layers, "kv_len": kv_len, "attention": ATTENTION,
+            **{k: env.get(k) for k in ("run_id", "gpu", "driver", "cuda", "torch", "flashinfer", "cudnn",
+                                       "cublas", "host", "command")}}
 
 
 def picks_text(seen: list[dict], names: list[str], *, layers: int, forwards: int = 3) -> str:

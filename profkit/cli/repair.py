@@ -19,6 +19,8 @@ def add_arguments(p) -> None:
     p.add_argument("--like", type=Path, action="append", default=[],
                    help="the capture's FlashInfer cache file: _metadata and measurement policies are taken "
                         "from it (default: the running FlashInfer's metadata)")
+    p.add_argument("--routing", default=None,
+                   help="MoE verify tables: the routing whose timings choose the picks (default: tuner)")
     p.add_argument("--out", type=Path, required=True, help="the cache file to write")
 
 
@@ -27,7 +29,7 @@ def run(args) -> int:
     from profkit.sources.verify import read_verify
     from profkit.views.repair import cache_file
 
-    picks = repair_picks(read_verify(*args.verify))
+    picks = repair_picks(read_verify(*args.verify), routing=args.routing)
     like: dict = {}
     for path in args.like:
         like.update(json.loads(path.read_text()))

@@ -12,6 +12,7 @@ HELP = "time a model's decode/prefill step untuned, tuned, from a cache file, an
 EXAMPLES = """examples:
   profkit step --model llama3-8b --dtype bf16 --states untuned,tuned,torch --out runs/llama-bf16
   profkit step --model llama3-8b --dtype bf16 --states cache --cache runs/llama-bf16/cache.json --out runs/llama-bf16-cache
+  profkit step --model qwen3-30b-a3b --dtype bf16 --states untuned,tuned,repaired --cache repaired=rep.json --out runs/qwen3
 """
 
 
@@ -30,6 +31,7 @@ def add_arguments(p) -> None:
     p.add_argument("--decode", type=sizes, default=DECODE_SIZES, help="decode batch sizes")
     p.add_argument("--prefill", type=sizes, default=PREFILL_SIZES, help="prefill chunk token counts")
     p.add_argument("--repetitions", type=int, default=3)
+    p.add_argument("--passes", type=int, default=3, help="MoE models: interleaved passes over the states per size")
     p.add_argument("--replays", type=int, default=10)
     p.add_argument("--cache", action="append", default=[], metavar="[STATE=]PATH",
                    help="a FlashInfer cache file for a file state (cache, advised, repaired; plain PATH: cache)")
@@ -45,18 +47,38 @@ def run(args) -> int:
 
     if no_cuda("profkit step"):
         return 2
-    from profkit.bench.step import run_step
+    from profkit.models import load_model
 
-    rows = run_step(args.model, args.dtype, out=args.out, states=args.states.split(","), layers=args.layers,
-                    kv_len=args.kv_len, decode_sizes=args.decode, prefill_sizes=args.prefill,
-                    repetitions=args.repetitions, replays=args.replays, cache_files=_cache_files(args.cache),
-                    deadline_s=args.deadline_s, plan_kwargs=args.plan)
+    model = load_model(args.model)
+    if model.num_local_experts:
+        rows = _moe_rows(model, args)
+    else:
+        from profkit.bench.step import run_step
+
+        rows = run_step(args.model, args.dtype, out=args.out, states=args.states.split(","), layers=args.layers,
+                        kv_len=args.kv_len, decode_sizes=args.decode, prefill_sizes=args.prefill,
+                        repetitions=args.repetitions, replays=args.replays, cache_files=_cache_files(args.cache),
+                        deadline_s=args.deadline_s, plan_kwargs=args.plan)
     path = Path(args.out) / "step.jsonl"
     with path.open("w") as f:
         for row in rows:
             f.write(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}) + "\n")
     print(f"profkit step: {len(rows)} rows -> {path}")
     return 0
+
+
+def _moe_rows(model, args) -> list[dict]:
+    """An MoE model's step: bf16, its states interleaved in one process (profkit.bench.moe_step)."""
+    from profkit.bench.moe import preload_kit_moe_utils
+    from profkit.bench.moe_step import run_moe_step
+
+    if args.dtype != "bf16":
+        raise SystemExit(f"profkit step: {model.name} runs FlashInfer's SM90 fused MoE in bf16 only (--dtype bf16)")
+    print(f"profkit step: {preload_kit_moe_utils()}", file=sys.stderr)
+    return run_moe_step(model, out=args.out, states=args.states.split(","), cache_files=_cache_files(args.cache),
+                        layers=args.layers, kv_len=args.kv_len, decode_sizes=args.decode, prefill_sizes=args.prefill,
+                        passes=args.passes, repetitions=args.repetitions, replays=args.replays,
+                        deadline_s=args.deadline_s)
 
 
 def _cache_files(values: list[str]) -> dict[str, list[str]]:

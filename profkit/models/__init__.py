@@ -24,6 +24,14 @@ class ModelConfig:
     dense_mlp: bool = True  # False for MoE models: their experts are not dense GEMMs
     tie_word_embeddings: bool = False
     source: str = ""
+    num_local_experts: int = 0  # MoE: routed experts per layer
+    num_experts_per_tok: int = 0  # MoE: top-k experts per token
+    moe_intermediate_size: int = 0  # MoE: an expert's intermediate size where it differs from intermediate_size
+
+    @property
+    def expert_intermediate_size(self) -> int:
+        """An expert's intermediate size (its gate and up projections are each this wide)."""
+        return self.moe_intermediate_size or self.intermediate_size
 
 
 @dataclasses.dataclass(frozen=True)

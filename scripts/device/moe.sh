@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# On the H200, from the repo root, after the MoE kit's two calls (../shared/device/moe/README.md):
+#   source .moe2/setup_moe.sh && bash scripts/device/moe.sh PHASE
+# Each step is its own fresh process under `timeout`, inside one budget (MOE_BUDGET_S, default 570 s);
+# each model's folder is packed to $OUT/<folder>.tar.xz. FlashInfer's debug log is each folder's debug.log.
+#   qwen    Qwen3-30B-A3B: tune + verify under the default routings (r0), repair from the tuner routing,
+#           then the interleaved step untuned,tuned,cache,repaired (its tuning pass is a second run, r1)
+#   models  gpt-oss-120b (bf16 geometry) and Mixtral-8x7B: tune + verify; then Qwen3-30B-A3B tune only (r2)
+set -u
+phase=${1:?usage: moe.sh qwen|models}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} FLASHINFER_LOGGING_LEVEL=debug
+out=${OUT:-/tmp/moe-out}
+work=/tmp/moe-work
+mkdir -p "$out" "$work"
+budget=${MOE_BUDGET_S:-570}
+t0=$SECONDS
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+
+step() {  # step NAME MIN_S -- python args: run in $work/NAME, stdout to log.txt, stderr to debug.log
+  local name=$1 need=$2 left=$((budget - (SECONDS - t0)))
+  shift 3
+  mkdir -p "$work/$name"
+  if [ "$left" -lt "$need" ]; then
+    echo "[moe.sh] $name: not run ($left s left of the budget, needs $need)" | tee -a "$work/$name/log.txt"
+    return 1
+  fi
+  echo "[moe.sh] $name: $(date -u +%H:%M:%S) python3 $* (timeout $left s)" | tee -a "$work/$name/log.txt"
+  timeout "$left" python3 "$@" >> "$work/$name/log.txt" 2>> "$work/$name/debug.log"
+  local rc=$?
+  echo "[moe.sh] $name: rc=$rc at $(date -u +%H:%M:%S), $((SECONDS - t0)) s into the budget" | tee -a "$work/$name/log.txt"
+  tail -n 5 "$work/$name/log.txt"
+  [ "$rc" -eq 0 ] || grep -a -m 5 -E "Error|Traceback" "$work/$name/debug.log"
+  return $rc
+}
+
+pack() {  # pack NAME...: $OUT/NAME.tar.xz of each folder
+  for name in "$@"; do
+    [ -d "$work/$name" ] && tar -C "$work" -cJf "$out/$name.tar.xz" "$name"
+  done
+}
+
+case "$phase" in
+  qwen)
+    m=qwen3-30b-a3b
+    step "$m-r0" 200 -- -m profkit.bench.moe_sweep --model $m --routings default --tag r0 --out "$work/$m-r0"
+    step "$m-r0" 20 -- -m profkit.cli.repair "$work/$m-r0/verify.parquet" --like "$work/$m-r0/cache.json" \
+      --out "$work/$m-r0/repaired.json"
+    states=untuned,tuned,cache
+    cache=(--cache "cache=$work/$m-r0/cache.json")
+    if [ -f "$work/$m-r0/repaired.json" ]; then
+      states=$states,repaired
+      cache+=(--cache "repaired=$work/$m-r0/repaired.json")
+    fi
+    deadline=$((budget - (SECONDS - t0) - 40))
+    step "$m-step" 150 -- -m profkit.cli.step --model $m --dtype bf16 --states $states "${cache[@]}" \
+      --deadline-s "$deadline" --out "$work/$m-step"
+    pack "$m-r0" "$m-step"
+    ;;
+  models)
+    step gpt-oss-120b-r0 150 -- -m profkit.bench.moe_sweep --model gpt-oss-120b --routings default --tag r0 \
+      --out "$work/gpt-oss-120b-r0"
+    pack gpt-oss-120b-r0
+    step mixtral-8x7b-r0 150 -- -m profkit.bench.moe_sweep --model mixtral-8x7b --routings default --tag r0 \
+      --out "$work/mixtral-8x7b-r0"
+    pack mixtral-8x7b-r0
+    step qwen3-30b-a3b-r2 120 -- -m profkit.bench.moe_sweep --model qwen3-30b-a3b --tag r2 --out "$work/qwen3-30b-a3b-r2"
+    pack qwen3-30b-a3b-r2
+    ;;
+  *) echo "moe.sh: unknown phase $phase (qwen or models)" >&2; exit 2 ;;
+esac
+ls -la "$out"
