@@ -12,7 +12,8 @@ pass: one forward at the largest size inside ``profkit.capture`` and ``flashinfe
 given cache files). Interleaved: per size, every state's step is captured in its own CUDA graph
 (configs cleared and the state's files loaded before its capture), then the graphs are replayed
 state after state, ``passes`` times, so drift lands in every state alike. Each repetition is the
-median of ``replays`` replays; a state has ``passes * repetitions`` repetitions per size.
+median of ``replays`` replays; a state has ``passes * repetitions`` repetitions per size. A state
+given twice is timed as two series (``untuned`` and ``untuned-2``: an A/A pair for calibration).
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ def run_moe_step(model: ModelConfig, *, out, states=("untuned", "tuned"), cache_
     in the first layer at that size) to :func:`profkit.bench.step.run_step`'s columns.
     """
     unknown = [s for s in states if s not in MOE_STATES]
-    if unknown or len(set(states)) < len(states):
-        raise ValueError(f"MoE step states are distinct names from {', '.join(MOE_STATES)}; got {', '.join(states)}")
+    if unknown:
+        raise ValueError(f"MoE step states are names from {', '.join(MOE_STATES)}; got {', '.join(states)}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -80,26 +81,36 @@ def run_moe_step(model: ModelConfig, *, out, states=("untuned", "tuned"), cache_
         tuning_s = _tuning_pass(stack, max(max(decode_sizes), max(prefill_sizes)), out)
         files["tuned"] = [out / "cache.json"]
         log(f"[moe-step] {model.name}: tuning pass {tuning_s:.1f}s")
+    labels = state_labels(states)
     rows = []
     for phase, sizes in (("decode", decode_sizes), ("prefill", prefill_sizes)):
         for tokens in sizes:
             row = {**base, "phase": phase, "tokens": tokens, "batch_size": tokens if phase == "decode" else 1,
                    "tuning_s": tuning_s}
             if deadline_s is not None and time.monotonic() - started > deadline_s:
-                rows += [{**row, "state": s, "label": s, "repetition": 0, "step_ms": float("nan"),
-                          "error": "not run: deadline"} for s in states]
+                rows += [{**row, "state": s, "label": label, "repetition": 0, "step_ms": float("nan"),
+                          "error": "not run: deadline"} for label, s in labels.items()]
                 continue
             try:
-                rows += _time_size(stack, row, states, files, passes=passes, repetitions=repetitions,
+                rows += _time_size(stack, row, labels, files, passes=passes, repetitions=repetitions,
                                    replays=replays, log=log)
             except Exception as exc:  # noqa: BLE001 - keep the other sizes; the error is a result
                 torch.cuda.synchronize()
-                rows += [{**row, "state": s, "label": s, "repetition": 0, "step_ms": float("nan"),
-                          "error": f"{type(exc).__name__}: {exc}"[:500]} for s in states]
+                rows += [{**row, "state": s, "label": label, "repetition": 0, "step_ms": float("nan"),
+                          "error": f"{type(exc).__name__}: {exc}"[:500]} for label, s in labels.items()]
     return rows
 
 
-def _time_size(stack: MoeDecoderStack, row: dict, states, files: dict, *, passes: int, repetitions: int,
+def state_labels(states) -> dict[str, str]:
+    """{label: state}: a state given again is timed again as its own series, ``untuned-2`` (an A/A pair)."""
+    labels, seen = {}, {}
+    for state in states:
+        seen[state] = seen.get(state, 0) + 1
+        labels[state if seen[state] == 1 else f"{state}-{seen[state]}"] = state
+    return labels
+
+
+def _time_size(stack: MoeDecoderStack, row: dict, labels: dict, files: dict, *, passes: int, repetitions: int,
                replays: int, log) -> list[dict]:
     from profkit.bench.gemm import observe_choices
     from profkit.bench.routing import imbalance
@@ -110,21 +121,21 @@ def _time_size(stack: MoeDecoderStack, row: dict, states, files: dict, *, passes
     ids, _ = stack.route(stack.rmsnorm(x), 0)
     row = {**row, "imbalance": imbalance(ids, stack.moe.experts)}
     graphs, picks = {}, {}
-    for state in states:
+    for label, state in labels.items():
         _load_cache_files(files.get(state, ()), state)
         with observe_choices() as seen:
-            graphs[state] = captured_graph(lambda: stack.forward(x, phase), warmups=2)
-        picks[state] = picks_text(seen, ["moe"], layers=stack.n_layers)
+            graphs[label] = captured_graph(lambda: stack.forward(x, phase), warmups=2)
+        picks[label] = picks_text(seen, ["moe"], layers=stack.n_layers)
     rows = []
     for p in range(passes):
-        for state in states:
-            times = replay_ms(graphs[state], replays=repetitions * replays)
+        for label, state in labels.items():
+            times = replay_ms(graphs[label], replays=repetitions * replays)
             for r in range(repetitions):
                 ms = statistics.median(times[r * replays:(r + 1) * replays])
-                rows.append({**row, "state": state, "label": state, "picks": picks[state], "pass": p,
+                rows.append({**row, "state": state, "label": label, "picks": picks[label], "pass": p,
                              "repetition": p * repetitions + r, "step_ms": ms, "error": "",
                              "output_tok_s" if phase == "decode" else "input_tok_s": tokens / (ms / 1e3)})
-    medians = {s: statistics.median(r["step_ms"] for r in rows if r["state"] == s) for s in states}
+    medians = {label: statistics.median(r["step_ms"] for r in rows if r["label"] == label) for label in labels}
     log(f"[moe-step] {stack.model.name} {phase:7} {tokens:5}: "
         + "  ".join(f"{s} {ms:.3f} ms" for s, ms in medians.items()))
     return rows

@@ -6,6 +6,9 @@
 #   qwen    Qwen3-30B-A3B: tune + verify under the default routings (r0), repair from the tuner routing,
 #           then the interleaved step untuned,tuned,cache,repaired (its tuning pass is a second run, r1)
 #   models  gpt-oss-120b (bf16 geometry) and Mixtral-8x7B: tune + verify; then Qwen3-30B-A3B tune only (r2)
+#   steps   interleaved steps with an A/A pair (untuned twice) from the r0 files in .moe-in/MODEL-r0/
+#           (cache.json, repaired.json): gpt-oss-120b and Mixtral-8x7B with a tuning pass, then
+#           Qwen3-30B-A3B's files alone (no tuning pass)
 set -u
 phase=${1:?usage: moe.sh qwen|models}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} FLASHINFER_LOGGING_LEVEL=debug
@@ -66,6 +69,18 @@ case "$phase" in
     step qwen3-30b-a3b-r2 120 -- -m profkit.bench.moe_sweep --model qwen3-30b-a3b --tag r2 --out "$work/qwen3-30b-a3b-r2"
     pack qwen3-30b-a3b-r2
     ;;
-  *) echo "moe.sh: unknown phase $phase (qwen or models)" >&2; exit 2 ;;
+  steps)
+    for m in gpt-oss-120b mixtral-8x7b qwen3-30b-a3b; do
+      in=.moe-in/$m-r0
+      states=untuned,tuned,untuned,cache,repaired
+      [ $m = qwen3-30b-a3b ] && states=untuned,cache,untuned,repaired
+      deadline=$((budget - (SECONDS - t0) - 40))
+      step "$m-step-aa" 60 -- -m profkit.cli.step --model $m --dtype bf16 --states $states \
+        --cache "cache=$in/cache.json" --cache "repaired=$in/repaired.json" --deadline-s "$deadline" \
+        --out "$work/$m-step-aa"
+      pack "$m-step-aa"
+    done
+    ;;
+  *) echo "moe.sh: unknown phase $phase (qwen, models or steps)" >&2; exit 2 ;;
 esac
 ls -la "$out"
