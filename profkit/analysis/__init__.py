@@ -19,11 +19,11 @@ from profkit.analysis.cost import runner_cost, tuning_breakdown, tuning_value, w
 from profkit.analysis.decisions import noise, speedup_vs_default, winners
 from profkit.analysis.engine import assign_bucket, e2e_delta, engine_batches, kernel_vs_e2e, weighted_speedup
 from profkit.analysis.op_timings import between_buckets
-from profkit.analysis.tactics import decode_tactic, decode_tactics, register_decoder, tactic_label
+from profkit.analysis.tactics import decode_tactic, decode_tactics, register_decoder, tactic_label, tactic_words
 
 __all__ = [
     "DEFAULT_NOISE_PCT", "CandidateLine", "WinnerCard", "assign_bucket", "between_buckets", "cache_agreement",
-    "decode_tactic", "first_runs", "repeat_diff",
+    "decode_tactic", "tactic_words", "first_runs", "repeat_diff",
     "decode_tactics", "diff_winners", "e2e_delta", "engine_batches", "gemm_shape", "kernel_vs_e2e", "noise",
     "rank_divergence", "register_decoder", "runner_cost", "shapes_of", "speedup_vs_default", "tactic_label",
     "tuning_breakdown", "tuning_value", "weighted_speedup", "winner_card", "winner_stability", "winners",

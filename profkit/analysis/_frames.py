@@ -43,10 +43,25 @@ def flashinfer_rows(candidates: pd.DataFrame) -> pd.DataFrame:
 
 
 def default_rows(candidates: pd.DataFrame) -> pd.DataFrame:
-    """profkit's timing of runners[0] with tactic -1 (source 'default')."""
+    """The timing of runners[0] with tactic -1 per decision: profkit's (source 'default'), or FlashInfer's own.
+
+    Runners that offer -1 among their tactics (FlashInfer's SM90 fused MoE) have it timed by FlashInfer,
+    and profkit's capture then does not time it again: for a decision without a 'default' row, the
+    first FlashInfer candidate with tactic -1 is the default (FlashInfer times runners[0] first).
+    """
     if "source" not in candidates.columns:
         return candidates.iloc[:0]
-    return candidates[(candidates["source"].astype("string") == "default").fillna(False).to_numpy(dtype=bool)]
+    source = candidates["source"].astype("string")
+    own = candidates[(source == "default").fillna(False).to_numpy(dtype=bool)]
+    keys = [k for k in DECISION if k in candidates.columns]
+    minus_one = candidates[((source != "default").fillna(True) & (candidates["tactic"].astype("string") == "-1")
+                            .fillna(False)).to_numpy(dtype=bool)]
+    if minus_one.empty or not keys:
+        return own
+    minus_one = minus_one.drop_duplicates(keys, keep="first")
+    covered = own[keys].drop_duplicates().assign(_own=True)
+    lacking = minus_one.merge(covered, on=keys, how="left")["_own"].isna().to_numpy(dtype=bool)
+    return pd.concat([own, minus_one[lacking]]) if lacking.any() else own
 
 
 def group_ids(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:

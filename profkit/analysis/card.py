@@ -11,7 +11,7 @@ import pandas as pd
 from profkit._versions import cudnn_version
 from profkit.analysis._frames import DEFAULT_NOISE_PCT, default_rows, flashinfer_rows, require, shapes_of
 from profkit.analysis.decisions import noise as _noise
-from profkit.analysis.tactics import decode_tactic
+from profkit.analysis.tactics import decode_tactic, tactic_words
 from profkit.errors import ProfkitError
 
 _ENV_FIELDS = (("gpu", ""), ("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"),
@@ -51,6 +51,7 @@ class WinnerCard:
         measure_s: of those, seconds measuring candidates.
         prep_s: of those, seconds preparing runners (cuDNN plan builds).
         env: (name, value) pairs of the run's environment.
+        winner_words: the winner's tactic in words where its decoder has them (fused MoE tiles).
     """
 
     op: str
@@ -70,6 +71,7 @@ class WinnerCard:
     measure_s: float = math.nan
     prep_s: float = math.nan
     env: tuple[tuple[str, str], ...] = ()
+    winner_words: str = ""
 
     @property
     def winner(self) -> CandidateLine:
@@ -104,6 +106,8 @@ class WinnerCard:
         w, up = self.winner, self.runner_up
         lines = [f"WinnerCard {self.op}  bucket={self.bucket}  profile={self.profile}"]
         lines.append(f"  {'winner':<10} {_who(w.runner, w.tactic):<44} {w.time_ms * scale:8.3f} {unit}")
+        if self.winner_words:
+            lines.append(f"  {'tactic':<10} {self.winner_words}")
         if up is not None:
             lines.append(f"  {'runner-up':<10} {_who(up.runner, up.tactic):<44} {self.gap_pct:+8.2f}%")
         if self.default_runner is not None and not math.isnan(self.default_ms):
@@ -116,7 +120,7 @@ class WinnerCard:
             rel = 100.0 * (c.time_ms / w.time_ms - 1.0)
             mark = "" if i == 1 else ("  within noise" if rel <= self.noise_pct else "")
             status = "" if c.status in ("ok", None) else f"  [{c.status}]"
-            lines.append(f"    {i:>2}  {c.runner:<24} {c.desc[:34]:<34} {c.time_ms * scale:8.3f} {unit}"
+            lines.append(f"    {i:>2}  {c.runner:<24} {c.desc[:44]:<44} {c.time_ms * scale:8.3f} {unit}"
                          + (f"  {rel:+6.2f}%" if i > 1 else "") + mark + status)
         if not math.isnan(self.tuning_s):
             lines.append(f"  {'tuning':<10} {self.tuning_s:.2f} s for this bucket: measure {self.measure_s:.2f} s, "
@@ -134,6 +138,9 @@ class WinnerCard:
     @property
     def warnings(self) -> tuple[str, ...]:
         out = []
+        if self.n_failed and self.n_candidates == 1 and self.winner.tactic == "-1":
+            out.append(f"every candidate but the default failed ({self.n_failed}): the tuner kept tactic -1, "
+                       "so this bucket is not tuned.")
         if self.winner.status not in ("ok", None):
             out.append(f"the winner's status is {self.winner.status!r}: it may have run tactic -1 instead.")
         if self.slower_than_default:
@@ -229,6 +236,8 @@ def winner_card(candidates: pd.DataFrame, *, op: str, bucket: int, shape: str | 
                               status=str(getattr(r, "status", "ok")) if not pd.isna(getattr(r, "status", "ok")) else "ok")
                 for r in ranked.head(k).itertuples(index=False))
     default = default_rows(mine)
+    if default.empty:  # runners that offer -1 among their own tactics (SM90 fused MoE): FlashInfer timed it
+        default = fi[(fi["tactic"].astype("string") == "-1").fillna(False).to_numpy(dtype=bool) & np.isfinite(times)]
     prof = str(profiles[0])
     n = band[(band["op"].astype("string") == op) & (band["profile"].astype("string") == prof)]
     noise_pct = float(n["noise_pct"].iloc[0]) if len(n) else 100.0 * rel_threshold
@@ -256,4 +265,4 @@ def winner_card(candidates: pd.DataFrame, *, op: str, bucket: int, shape: str | 
         default_runner=str(default["runner"].iloc[0]) if len(default) else None,
         default_ms=float(default["time_ms"].iloc[0]) if len(default) else math.nan,
         noise_pct=noise_pct, noise_source=noise_source, tuning_s=tuning_s, measure_s=measure_s, prep_s=prep_s,
-        env=env)
+        env=env, winner_words=tactic_words(top[0].runner, top[0].tactic))

@@ -3,7 +3,8 @@
 FlashInfer treats a tactic as "pure internal details of the runner": an int for cuBLAS and
 cuBLASLt (an index into a per-shape heuristic list), ``[engine_id, [[knob, value], ...]]`` for
 cuDNN graph runners (0.7.x, ``_cudnn_graph_engine_knob_tactics``), tuples of tile shapes for some
-CUTLASS / CuteDSL runners. A decoder turns one parsed tactic into a dict of ``tactic_*`` fields;
+CUTLASS / CuteDSL runners, and ``(tile, ((tile, n1), swizzle), ((tile, n2), cluster, raster_m))`` for
+FlashInfer's SM90 CuTe-DSL fused MoE. A decoder turns one parsed tactic into a dict of ``tactic_*`` fields;
 :func:`decode_tactics` applies the registry to a frame and falls back to the raw text.
 """
 
@@ -33,11 +34,11 @@ CUDNN_KNOBS = {
 
 # The decoded columns, in the order decode_tactics adds them.
 TACTIC_COLUMNS = {
-    "tactic_kind": "string",    # index, engine_knobs, tiles, default or raw
+    "tactic_kind": "string",    # index, engine_knobs, tiles, moe_tiles, default or raw
     "tactic_index": "Int64",    # cuBLAS / cuBLASLt heuristic index, cuDNN plan index, CUTLASS config index
     "tactic_engine": "Int64",   # cuDNN engine id
     "tactic_knobs": "string",   # cuDNN knobs, "KERNEL_CFG=45, SPLIT_K_SLC=2"
-    "tactic_tile": "string",    # CUTLASS / CuteDSL tile shape, "128x128x64"
+    "tactic_tile": "string",    # CUTLASS / CuteDSL tile shape, "128x128x64"; fused MoE "64 | 64x128 | 64x64"
     "tactic_cluster": "string",  # CUTLASS cluster shape, "2x1x1"
     "tactic_desc": "string",    # short human label used in figures and cards
 }
@@ -114,6 +115,25 @@ def decode_tactics(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def tactic_words(runner: str | None, tactic: str | None) -> str:
+    """The tactic in words where its decoder has them (SM90 fused MoE: tiles, cluster, raster), else its label."""
+    try:
+        value = json.loads(str(tactic))
+    except (TypeError, ValueError):
+        value = None
+    if value == -1:
+        return "the runner's default (tactic -1)"
+    for pattern, decoder in _REGISTRY:
+        if runner is not None and runner is not pd.NA and pattern.search(str(runner)):
+            try:
+                words = (decoder(value) or {}).get("tactic_words")
+            except (ValueError, TypeError, IndexError, KeyError):
+                words = None
+            if words:
+                return words
+    return decode_tactic(runner, tactic)["tactic_desc"]
+
+
 def tactic_label(runner: str | None, tactic: str | None) -> str:
     """'Runner:desc' for legends, e.g. 'CudnnFp8GemmRunner:e0 KERNEL_CFG=0'."""
     return f"{runner}:{decode_tactic(runner, tactic)['tactic_desc']}"
@@ -156,7 +176,24 @@ def _cutlass(value) -> dict:
     return {"tactic_kind": "tiles", "tactic_tile": tile, "tactic_cluster": cluster, "tactic_desc": desc}
 
 
+def _sm90_moe(value) -> dict:
+    """FlashInfer's SM90 CuTe-DSL fused MoE: ``(tile, ((tile, n1), swizzle), ((tile, n2), cluster, raster_m))``."""
+    tile, (gemm1_tile, swizzle), (gemm2_tile, cluster, raster_m) = value
+    g1, g2, cl = _dims(gemm1_tile), _dims(gemm2_tile), _dims(cluster)
+    if not (isinstance(tile, int) and g1 and g2 and cl and isinstance(swizzle, int) and isinstance(raster_m, bool)):
+        raise ValueError("not an SM90 fused-MoE tactic")
+    raster = "M" if raster_m else "N"
+    desc = f"{tile}: G1 {g1} sw{swizzle}, G2 {g2} cl {cl}" + (" M-raster" if raster_m else "")
+    walk = "plain N-fast walk" if swizzle == 1 else f"{swizzle} M-tiles per pass over an expert's weights"
+    multicast = "no multicast" if cl == "1x1" else f"CTA cluster {cl} (the intermediate multicast between N-tile CTAs)"
+    words = (f"{tile}-row tiles (tokens per expert are padded to {tile}); GEMM1 (gather + SwiGLU) tile {g1}, "
+             f"{walk}; GEMM2 (finalize) tile {g2}, {multicast}, tiles walked along {raster}")
+    return {"tactic_kind": "moe_tiles", "tactic_tile": f"{tile} | {g1} | {g2}", "tactic_cluster": cl,
+            "tactic_desc": desc, "tactic_words": words}
+
+
 register_decoder(r"Cutlass|CuteDSL|Cute", _cutlass)
+register_decoder(r"FusedMoESm90|Sm90MoE", _sm90_moe)
 register_decoder(r"TinyGemm|Tgv|TGV", _index)
 register_decoder(r"Cudnn", _cudnn)
 register_decoder(r"Cublas", _index)

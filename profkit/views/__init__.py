@@ -11,6 +11,7 @@ from profkit.views._candidates import plot_candidates
 from profkit.views._compare import plot_diff, plot_rank_divergence, plot_winner_flips
 from profkit.views._explorer import explorer  # ipywidgets is imported only when called
 from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_change
+from profkit.views._moe import plot_moe_routing, plot_moe_step, plot_moe_tactics
 from profkit.views._speedup import plot_speedup
 from profkit.views._step import plot_step_times
 from profkit.views._tactic_map import plot_tactic_map
@@ -19,7 +20,8 @@ from profkit.views._verify import plot_serving_vs_tuner
 
 
 __all__ = [
-    "explorer", "plot_candidates", "plot_diff", "plot_kernel_vs_e2e", "plot_op_timings", "plot_rank_divergence",
+    "explorer", "plot_candidates", "plot_diff", "plot_kernel_vs_e2e", "plot_moe_routing", "plot_moe_step",
+    "plot_moe_tactics", "plot_op_timings", "plot_rank_divergence",
     "plot_serving_vs_tuner", "plot_speedup", "plot_step_change", "plot_step_times", "plot_tactic_map",
     "plot_tuning_time", "plot_tuning_value", "plot_winner_flips",
 ]

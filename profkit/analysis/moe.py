@@ -1,0 +1,232 @@
+"""MoE tuning, end to end: do the tuner's picks hold under other routings, and what do they buy the model step?
+
+Pure functions over the tables ``profkit.bench.moe_sweep`` and ``profkit step`` (MoE models)
+write: a capture's ``winners``, an MoE ``verify`` table (every candidate timed per M under several
+routings, column ``routing``; see :mod:`profkit.bench.routing`) and step rows (``label`` names
+each timed series: ``untuned-2`` is a second, interleaved series of the untuned state).
+
+* :func:`routing_sensitivity`: per M and routing, the pick against the default and against the
+  fastest candidate timed under that routing.
+* :func:`step_changes`: each step series against untuned, per size (A/A pairs included).
+* :func:`step_predictions`: the step change predicted from the capture (tuner times) and from
+  verify (serving times under one routing), beside the measured one.
+* :func:`picks_across_runs`: which buckets the repeated tunings of one model pick differently.
+* :func:`tactic_parts`: each pick's tactic as its parts (row tile, each GEMM's tile, swizzle, cluster, raster).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from profkit.analysis._frames import conform, empty, moe_shape, require
+from profkit.analysis.engine import assign_bucket
+from profkit.analysis.step import measured_step_change
+from profkit.analysis.verify import bucket_verdicts, of_routing, repair_picks
+
+SENSITIVITY_COLUMNS = {
+    "run_id": "string", "shape": "string", "routing": "string", "m": "Int64", "bucket": "Int64",
+    "imbalance": "float64", "pick_tactic": "string", "pick_ms": "float64", "default_ms": "float64",
+    "serving_speedup": "float64", "verdict": "string", "best_tactic": "string", "best_ms": "float64",
+    "regret": "float64", "pick_is_best": "boolean",
+}
+PREDICTION_COLUMNS = {
+    "model": "string", "phase": "string", "tokens": "Int64", "bucket": "Int64", "state": "string",
+    "layers": "Int64", "untuned_ms": "float64", "measured_delta_ms": "float64", "measured_delta_pct": "float64",
+    "beyond_noise": "boolean", "predicted_capture_ms": "float64", "predicted_verify_ms": "float64",
+    "verify_over_measured": "float64", "sign_agrees": "boolean",
+}
+# FlashInfer 0.7.2.post1 sm90_tuner.DEFAULT_SM90_MOE_TACTIC: what tactic -1 runs.
+DEFAULT_TACTIC = [128, [[128, 64], 1], [[128, 64], [1, 1], False]]
+PART_COLUMNS = {
+    "run_id": "string", "bucket": "Int64", "tactic": "string", "default": "boolean", "tile": "Int64",
+    "gemm1_tile": "string", "gemm1_swizzle": "Int64", "gemm2_tile": "string", "gemm2_cluster": "string",
+    "gemm2_raster": "string",
+}
+ACROSS_RUNS_COLUMNS = {
+    "shape": "string", "bucket": "Int64", "runs": "Int64", "distinct_picks": "Int64", "picks": "string",
+    "spread_pct": "float64",
+}
+
+
+def moe_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of fused-MoE shapes (``shape`` or ``profile`` an MoE shape label)."""
+    if frame.empty:
+        return frame
+    labels = frame["shape"] if "shape" in frame.columns else frame["profile"].map(moe_shape)
+    return frame[labels.astype("string").str.startswith("E=").fillna(False).to_numpy(dtype=bool)]
+
+
+def routing_sensitivity(verify: pd.DataFrame) -> pd.DataFrame:
+    """Per (run_id, shape, routing, m): the tuner's pick against the default and against the routing's best.
+
+    Args:
+        verify: an MoE verify table (``routing`` and ``imbalance`` columns, see docs/schema.md).
+
+    Returns:
+        :data:`SENSITIVITY_COLUMNS`, from :func:`profkit.analysis.verify.bucket_verdicts` per
+        routing: serving_speedup (default / pick), its verdict, the fastest timed candidate under
+        this routing (best_tactic, best_ms), regret (pick / best - 1) and pick_is_best (the best
+        is the pick itself). Sorted by run_id, shape, routing, m.
+    """
+    require(verify, ("routing", "imbalance", "m"), "verify")
+    parts = []
+    for routing in sorted(verify["routing"].dropna().unique()):
+        rows = of_routing(verify, routing)
+        verdicts = bucket_verdicts(rows)
+        if verdicts.empty:
+            continue
+        imbalance = rows.groupby(["run_id", "shape", "m"])["imbalance"].first().rename("imbalance").reset_index()
+        parts.append(verdicts.assign(routing=routing).merge(imbalance, on=["run_id", "shape", "m"], how="left"))
+    if not parts:
+        return empty(SENSITIVITY_COLUMNS)
+    out = pd.concat(parts, ignore_index=True)
+    out["pick_is_best"] = (out["best_tactic"] == out["pick_tactic"]).fillna(False)
+    out = out.sort_values(["run_id", "shape", "routing", "m"], kind="stable")
+    return conform(out, SENSITIVITY_COLUMNS)
+
+
+def step_changes(step: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFrame:
+    """Each timed series of an MoE step (its ``label``) against ``baseline``, per size.
+
+    :func:`profkit.analysis.step.measured_step_change` on the labels, so an A/A pair (``untuned-2``
+    against ``untuned``, identical kernels) shows what the design calls noise.
+    """
+    require(step, ("label", "state", "step_ms"), "step rows")
+    series = step.assign(state=step["label"].fillna(step["state"]))
+    return measured_step_change(series, baseline=baseline)
+
+
+def step_predictions(step: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataFrame, *,
+                     routing: str = "tuner", state: str = "tuned") -> pd.DataFrame:
+    """The MoE step change of ``state`` against untuned: predicted from capture and from verify, and measured.
+
+    Per step size (tokens = the MoE's M): the capture predicts ``layers x (pick - default)`` by the
+    tuner's own times at M's bucket; verify predicts ``layers x (what the tuned op ran at M - the
+    default at M)`` by serving times under ``routing`` (``cache_choice`` rows: FlashInfer's own
+    lookup with the tuning's cache loaded; for ``repaired``, the bucket's :func:`repair_picks` pick
+    under that routing). Only the MoE changes between states (the step's dense
+    layers run torch), so the two predictions are of the same thing the step measures.
+
+    Args:
+        step: MoE step rows of one model (``profkit step``: label, layers, phase, tokens, step_ms).
+        winners: the capture of the tuning whose cache ``state`` loaded (or ran).
+        verify: the MoE verify table of that capture.
+        routing: the verify routing whose timings predict.
+        state: the step series predicted.
+
+    Returns:
+        :data:`PREDICTION_COLUMNS`, one row per (phase, tokens): verify_over_measured (predicted
+        by verify / measured) and sign_agrees (same sign as the measured change).
+    """
+    require(step, ("model", "phase", "tokens", "label", "layers", "step_ms"), "step rows")
+    require(winners, ("bucket", "time_ms", "default_time_ms"), "winners")
+    changes = step_changes(step)
+    changes = changes[changes["state"] == state]
+    if changes.empty:
+        return empty(PREDICTION_COLUMNS)
+    layers = int(step["layers"].dropna().iloc[0])
+    won = moe_rows(winners).dropna(subset=["bucket"])
+    if "source" in won.columns:  # later layers' calls are cache hits of the same buckets
+        won = won[(won["source"].astype("string") == "profiled").fillna(False).to_numpy(dtype=bool)]
+    won = won.drop_duplicates("bucket", keep="last")
+    buckets = np.sort(won["bucket"].astype(int).to_numpy())
+    by_bucket = won.set_index(won["bucket"].astype(int))
+    tokens = changes["tokens"].astype(int).to_numpy()
+    bucket_of = assign_bucket(tokens, buckets) if len(buckets) else np.full(len(tokens), -1)
+    served = _served_delta(verify, routing, repaired=state == "repaired")
+    rows = []
+    for change, m, bucket in zip(changes.itertuples(index=False), tokens, bucket_of):
+        tuned = by_bucket.loc[bucket] if bucket in by_bucket.index else None
+        capture = np.nan if tuned is None else layers * (float(tuned["time_ms"]) - float(tuned["default_time_ms"]))
+        predicted = layers * served.get(int(m), np.nan)
+        rows.append({"model": change.model, "phase": change.phase, "tokens": m,
+                     "bucket": None if tuned is None else int(bucket), "state": state, "layers": layers,
+                     "untuned_ms": change.baseline_ms, "measured_delta_ms": change.delta_ms,
+                     "measured_delta_pct": change.delta_pct, "beyond_noise": change.beyond_noise,
+                     "predicted_capture_ms": capture, "predicted_verify_ms": predicted,
+                     "verify_over_measured": predicted / change.delta_ms if change.delta_ms else np.nan,
+                     "sign_agrees": bool(np.sign(predicted) == np.sign(change.delta_ms)) if np.isfinite(predicted)
+                     else None})
+    return conform(pd.DataFrame(rows), PREDICTION_COLUMNS)
+
+
+def _served_delta(verify: pd.DataFrame, routing: str, *, repaired: bool) -> dict[int, float]:
+    """{M: serving ms of what the tuned (or repaired) op runs at M minus the default's}, under ``routing``."""
+    rows = moe_rows(of_routing(verify, routing))
+    picks = repair_picks(rows).set_index("bucket")["tactic"] if repaired else None
+    out = {}
+    for m, at_m in rows.groupby("m"):
+        if picks is None:
+            runs = at_m["cache_choice"].fillna(False)
+        else:
+            runs = at_m["tactic"] == picks.get(at_m["bucket"].iloc[0], "-1")
+        ran = at_m[runs.to_numpy(dtype=bool)]["serving_ms"]
+        default = at_m[at_m["default"].fillna(False).to_numpy(dtype=bool)]["serving_ms"]
+        if len(ran) and len(default):
+            out[int(m)] = float(ran.iloc[0] - default.iloc[0])
+    return out
+
+
+def picks_across_runs(winners: pd.DataFrame, candidates: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (shape, bucket): how many runs tuned it, how many distinct picks they made, and their spread.
+
+    Args:
+        winners: the winners of repeated tunings of one model (distinct ``run_id``).
+        candidates: their candidates; with them, spread_pct is how much slower the slowest run's
+            pick is than the fastest run's pick, both by the first run's own tuner times.
+
+    Returns:
+        :data:`ACROSS_RUNS_COLUMNS`, picks as ``run_id=tactic`` words. Sorted by shape, bucket.
+    """
+    require(winners, ("run_id", "profile", "bucket", "tactic"), "winners")
+    won = moe_rows(winners).assign(shape=lambda w: w["profile"].map(moe_shape))
+    if "source" in won.columns:
+        won = won[(won["source"].astype("string") == "profiled").fillna(False).to_numpy(dtype=bool)]
+    rows = []
+    for (shape, bucket), g in won.groupby(["shape", "bucket"], sort=True):
+        spread = np.nan
+        if candidates is not None and not candidates.empty and g["run_id"].nunique() > 1:
+            first = sorted(g["run_id"].unique())[0]
+            c = candidates[(candidates["run_id"] == first) & (candidates["bucket"] == bucket)]
+            times = c.drop_duplicates("tactic").set_index("tactic")["time_ms"]
+            picked = times.reindex(g["tactic"].unique()).dropna()
+            if len(picked) > 1:
+                spread = 100.0 * (picked.max() / picked.min() - 1.0)
+            elif len(picked) == 1:
+                spread = 0.0
+        rows.append({"shape": shape, "bucket": int(bucket), "runs": g["run_id"].nunique(),
+                     "distinct_picks": g["tactic"].nunique(),
+                     "picks": " ".join(f"{r}={t}" for r, t in zip(g["run_id"], g["tactic"])), "spread_pct": spread})
+    return conform(pd.DataFrame(rows), ACROSS_RUNS_COLUMNS) if rows else empty(ACROSS_RUNS_COLUMNS)
+
+
+def tactic_parts(winners: pd.DataFrame) -> pd.DataFrame:
+    """Each fused-MoE winner's tactic as its parts; tactic -1 as the default it runs (``default`` True).
+
+    Returns:
+        :data:`PART_COLUMNS`, one row per profiled winner (tiles as 'MxN', cluster 'MxN', raster
+        'M' or 'N'); winners whose tactic is not an SM90 fused-MoE tuple are left out. Sorted by
+        run_id, bucket.
+    """
+    require(winners, ("run_id", "bucket", "tactic"), "winners")
+    won = moe_rows(winners)
+    if "source" in won.columns:
+        won = won[(won["source"].astype("string") == "profiled").fillna(False).to_numpy(dtype=bool)]
+    rows = []
+    for w in won.itertuples(index=False):
+        try:
+            value = json.loads(str(w.tactic))
+            value = DEFAULT_TACTIC if value == -1 else value
+            tile, (g1, swizzle), (g2, cluster, raster_m) = value
+            rows.append({"run_id": w.run_id, "bucket": w.bucket, "tactic": w.tactic, "default": str(w.tactic) == "-1",
+                         "tile": int(tile), "gemm1_tile": "x".join(map(str, g1)), "gemm1_swizzle": int(swizzle),
+                         "gemm2_tile": "x".join(map(str, g2)), "gemm2_cluster": "x".join(map(str, cluster)),
+                         "gemm2_raster": "M" if raster_m else "N"})
+        except (TypeError, ValueError):
+            continue
+    if not rows:
+        return empty(PART_COLUMNS)
+    return conform(pd.DataFrame(rows).sort_values(["run_id", "bucket"], kind="stable"), PART_COLUMNS)

@@ -1,0 +1,194 @@
+"""MoE figures: the picks' tactic parts per bucket, the op's speedup and the picks' regret per routing, the step.
+
+Each takes :mod:`profkit.analysis.moe` frames: :func:`plot_moe_tactics` (``tactic_parts``),
+:func:`plot_moe_routing` (``routing_sensitivity``), :func:`plot_moe_step` (``step_changes`` and
+``step_predictions``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from profkit.analysis._frames import require
+from profkit.views._style import (ACCENT, NEUTRAL, SLOWER, add_note, categorical_bucket_axis, empty_axes,
+                                  log2_bucket_axis, styled)
+
+# The rows of the tactic grid: (column of tactic_parts, label).
+_PARTS = (("tile", "row tile (tokens/expert padded to)"), ("gemm1_tile", "GEMM1 tile (gather + SwiGLU)"),
+          ("gemm1_swizzle", "GEMM1 swizzle"), ("gemm2_tile", "GEMM2 tile (finalize)"),
+          ("gemm2_cluster", "GEMM2 CTA cluster"), ("gemm2_raster", "GEMM2 raster along"))
+_ROUTING_COLOURS = {"tuner": ACCENT, "balanced": "#2e7d32", "zipf": "#ef6c00", "hot": "#6a1b9a"}
+
+
+def _routing_colour(name: str) -> str:
+    return _ROUTING_COLOURS.get(str(name).split("-")[0], NEUTRAL)
+
+
+@styled
+def plot_moe_tactics(parts: pd.DataFrame, *, run_id: str | None = None, across_runs: pd.DataFrame | None = None,
+                     title: str | None = None, ax: Axes | None = None) -> Figure:
+    """What the tuner picked per bucket, part by part: one row per tactic part, one column per bucket.
+
+    Args:
+        parts: :func:`profkit.analysis.moe.tactic_parts` (one run, or pass ``run_id``).
+        across_runs: :func:`profkit.analysis.moe.picks_across_runs`; adds a bottom row with how many
+            distinct picks the repeated runs made per bucket and how far apart they are.
+    """
+    require(parts, ("run_id", "bucket", "tile"), "tactic parts")
+    if run_id is None and parts["run_id"].nunique() > 1:
+        run_id = sorted(parts["run_id"].unique())[0]
+    p = parts if run_id is None else parts[parts["run_id"] == run_id]
+    rows = list(_PARTS) + ([("runs", "picks across runs")] if across_runs is not None else [])
+    fig = ax.figure if ax is not None else Figure(figsize=(max(7.0, 0.42 * len(p) + 3.0), 0.42 * len(rows) + 1.4),
+                                                 layout="constrained")
+    ax = ax or fig.add_subplot()
+    if p.empty:
+        empty_axes(ax, "no fused-MoE picks")
+        return fig
+    pos = categorical_bucket_axis(ax, p["bucket"].astype(int))
+    for y, (column, _) in enumerate(rows):
+        if column == "runs":
+            runs = across_runs.set_index(across_runs["bucket"].astype(int))
+            for b, x in pos.items():
+                if b in runs.index:
+                    r = runs.loc[b]
+                    flip = int(r["distinct_picks"]) > 1
+                    text = f"{int(r['distinct_picks'])}" + (f"\n{r['spread_pct']:.1f}%" if flip else "")
+                    ax.add_patch(_cell(x, y, "#fff3e0" if flip else "#f1f8e9"))
+                    ax.text(x, y, text, ha="center", va="center", fontsize=6.5)
+            continue
+        values = p[column].astype(str).tolist()
+        palette = {v: f"C{i % 10}" for i, v in enumerate(sorted(set(values), key=_natural))}
+        for b, value, default in zip(p["bucket"].astype(int), values, p["default"].fillna(False)):
+            ax.add_patch(_cell(pos[b], y, palette[value], alpha=0.28))
+            ax.text(pos[b], y, value.replace("x", "\u00d7"), ha="center", va="center", fontsize=6.5,
+                    fontweight="bold" if default else "normal")
+    ax.set_yticks(range(len(rows)), [label for _, label in rows])
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.grid(False)
+    if title is None and across_runs is not None and len(across_runs):
+        flips = across_runs[across_runs["distinct_picks"] > 1]
+        title = (f"What the tuner picked per bucket; {int(across_runs['runs'].max())} runs differ at "
+                 f"{len(flips)} of {len(across_runs)} buckets"
+                 + (f", by at most {flips['spread_pct'].max():.1f}%" if len(flips) else ""))
+    ax.set_title(title or "What the tuner picked per bucket, part by part")
+    defaults = int(p["default"].fillna(False).sum())
+    note = f"run {p['run_id'].iloc[0]}" + (f"; {defaults} bucket(s) kept the default (bold)" if defaults else "")
+    if across_runs is not None:
+        note += "; bottom row: distinct picks over the repeated runs, and the slowest one's extra time"
+    add_note(ax, note, below_pt=32)
+    return fig
+
+
+def _cell(x: float, y: float, colour, *, alpha: float = 1.0):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((x - 0.5, y - 0.5), 1.0, 1.0, facecolor=colour, alpha=alpha, edgecolor="white", linewidth=1.0)
+
+
+def _natural(text: str):
+    return tuple(int(t) if t.isdigit() else t for t in str(text).replace("x", " ").split())
+
+
+@styled
+def plot_moe_routing(sensitivity: pd.DataFrame, *, title: str | None = None) -> Figure:
+    """Left: the tuned op's speedup over the default per M, one line per routing. Right: the pick's regret.
+
+    Args:
+        sensitivity: :func:`profkit.analysis.moe.routing_sensitivity` of one shape (one run).
+    """
+    require(sensitivity, ("routing", "m", "serving_speedup", "regret", "verdict", "imbalance"), "routing sensitivity")
+    fig = Figure(figsize=(10.0, 3.8), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    if sensitivity.empty:
+        empty_axes(left, "no MoE verify rows")
+        return fig
+    for name, g in sensitivity.groupby("routing", sort=True):
+        g = g.sort_values("m")
+        colour = _routing_colour(name)
+        label = f"{name} (max/mean {g['imbalance'].median():.1f}x)"
+        left.plot(g["m"], g["serving_speedup"], marker="o", color=colour, label=label)
+        slower = g[g["verdict"] == "slower"]
+        left.scatter(slower["m"], slower["serving_speedup"], color=SLOWER, zorder=3, s=30)
+        right.plot(g["m"], 100 * g["regret"], marker="o", color=colour, label=name)
+    left.axhline(1.0, color="black", linewidth=0.8)
+    log2_bucket_axis(left, sensitivity["m"].astype(int), label="M (tokens)")
+    left.set_ylabel("speedup of the pick over the default (x)")
+    left.set_ylim(bottom=min(0.95, float(sensitivity["serving_speedup"].min()) - 0.05))
+    left.legend(loc="best", title="routing (median expert imbalance)", title_fontsize=7)
+    left.set_title("Tuned vs untuned op time")
+    right.axhline(0.0, color="black", linewidth=0.8)
+    log2_bucket_axis(right, sensitivity["m"].astype(int), label="M (tokens)")
+    right.set_ylabel("pick vs the routing's fastest candidate (%)")
+    right.set_ylim(bottom=-0.5)
+    right.set_title("Does the pick hold under each routing?")
+    shape = sensitivity["shape"].iloc[0] if "shape" in sensitivity.columns else ""
+    worst = sensitivity.loc[sensitivity["regret"].idxmax()]
+    fig.suptitle(title or f"MoE {shape}: the pick is {sensitivity['serving_speedup'].min():.2f}-"
+                 f"{sensitivity['serving_speedup'].max():.2f}x faster than the default under every routing,\n"
+                 f"and at most {100 * worst['regret']:.1f}% slower than that routing's fastest candidate",
+                 fontsize=9.5, fontweight="bold")
+    add_note(right, "serving times: CUDA graph replays, weights and inputs rotated past L2; "
+                    "red dots: pick slower than the default beyond noise", below_pt=32)
+    return fig
+
+
+@styled
+def plot_moe_step(changes: pd.DataFrame, predictions: pd.DataFrame | None = None, *,
+                  states=("tuned", "cache", "repaired"), title: str | None = None) -> Figure:
+    """Left: the step's change against untuned per size, with the A/A pair. Right: predicted against measured.
+
+    Args:
+        changes: :func:`profkit.analysis.moe.step_changes` of one model (states = series labels).
+        predictions: :func:`profkit.analysis.moe.step_predictions` rows (any states) to plot on the right.
+    """
+    require(changes, ("phase", "tokens", "state", "delta_pct", "noise_ms", "baseline_ms"), "step changes")
+    fig = Figure(figsize=(10.0, 3.8), layout="constrained")
+    left, right = fig.subplots(1, 2, width_ratios=(1.6, 1.0))
+    c = changes.copy()
+    c["size"] = c["phase"].astype(str).str[0] + c["tokens"].astype(str)
+    order = list(dict.fromkeys(c.sort_values(["phase", "tokens"])["size"]))
+    x = {s: i for i, s in enumerate(order)}
+    shown = [s for s in (*states, *sorted(s for s in c["state"].unique() if s.startswith("untuned")))
+             if s in set(c["state"])]
+    width = 0.8 / max(len(shown), 1)
+    for i, state in enumerate(shown):
+        g = c[c["state"] == state]
+        xs = np.array([x[s] for s in g["size"]]) - 0.4 + width * (i + 0.5)
+        err = 100 * g["noise_ms"] / g["baseline_ms"]
+        colour = NEUTRAL if state.startswith("untuned") else f"C{i}"
+        left.bar(xs, g["delta_pct"], width=width, color=colour, label=f"{state} (A/A)" if colour == NEUTRAL else state)
+        left.errorbar(xs, g["delta_pct"], yerr=err, fmt="none", ecolor="black", elinewidth=0.6, capsize=1.5)
+    left.axhline(0.0, color="black", linewidth=0.8)
+    left.set_xticks(range(len(order)), order, rotation=60, fontsize=7)
+    left.set_xlabel("step size (d = decode batch, p = prefill tokens)")
+    left.set_ylabel("step time vs untuned (%)")
+    left.legend(loc="lower left", ncol=len(shown))
+    left.grid(axis="x", visible=False)
+    left.set_title("Measured, interleaved in one process (bars: median, whiskers: noise)")
+    if predictions is not None and not predictions.empty:
+        p = predictions.dropna(subset=["predicted_verify_ms", "measured_delta_ms"])
+        lim = 1.1 * float(np.nanmax(np.abs(np.r_[p["predicted_verify_ms"], p["measured_delta_ms"]]))) or 1.0
+        line = np.array([-lim, 0.0])
+        right.fill_between(line, line * 1.5, line / 1.5, color="#e3f2fd", label="within 1.5x")
+        right.plot(line, line, color="black", linewidth=0.8)
+        for i, (state, g) in enumerate(p.groupby("state", sort=False)):
+            right.scatter(g["measured_delta_ms"], g["predicted_verify_ms"], s=18, label=f"{state}: verify",
+                          color=f"C{list(states).index(state) if state in states else i}")
+        right.set_xlim(-lim, 0.05 * lim)
+        right.set_ylim(-lim, 0.05 * lim)
+        right.set_xlabel("measured step change (ms)")
+        right.set_ylabel("predicted from verify (ms)")
+        right.legend(loc="upper left")
+        agree = int(p["sign_agrees"].fillna(False).sum())
+        right.set_title(f"Predicted vs measured: sign agrees at {agree}/{len(p)}")
+    else:
+        empty_axes(right, "no predictions")
+    model = changes["model"].iloc[0] if "model" in changes.columns and len(changes) else ""
+    best = c[c["state"].isin(states)]["delta_pct"]
+    fig.suptitle(title or f"{model}: the tuned MoE makes the step {-best.max():.0f}-{-best.min():.0f}% faster",
+                 fontsize=9.5, fontweight="bold")
+    return fig
