@@ -2,8 +2,9 @@
 
 Pure functions over the tables ``profkit.bench.moe_sweep`` and ``profkit step`` (MoE models)
 write: a capture's ``winners``, an MoE ``verify`` table (every candidate timed per M under several
-routings, column ``routing``; see :mod:`profkit.bench.routing`) and step rows (``label`` names
-each timed series: ``untuned-2`` is a second, interleaved series of the untuned state).
+routings, column ``routing``; see :mod:`profkit.bench.routing`) and step rows (``series``, or
+``label`` in a raw step.jsonl, names each timed series: ``untuned-2`` is a second, interleaved
+series of the untuned state).
 
 * :func:`routing_sensitivity`: per M and routing, the pick against the default and against the
   fastest candidate timed under that routing.
@@ -94,9 +95,10 @@ def step_changes(step: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFra
     :func:`profkit.analysis.step.measured_step_change` on the labels, so an A/A pair (``untuned-2``
     against ``untuned``, identical kernels) shows what the design calls noise.
     """
-    require(step, ("label", "state", "step_ms"), "step rows")
-    series = step.assign(state=step["label"].fillna(step["state"]))
-    return measured_step_change(series, baseline=baseline)
+    require(step, ("state", "step_ms"), "step rows")
+    name = "series" if "series" in step.columns else "label"  # step.jsonl read raw: the record's label
+    labels = step[name].astype("string") if name in step.columns else step["state"].astype("string")
+    return measured_step_change(step.assign(state=labels.fillna(step["state"].astype("string"))), baseline=baseline)
 
 
 def step_predictions(step: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataFrame, *,
@@ -121,7 +123,7 @@ def step_predictions(step: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataF
         :data:`PREDICTION_COLUMNS`, one row per (phase, tokens): verify_over_measured (predicted
         by verify / measured) and sign_agrees (same sign as the measured change).
     """
-    require(step, ("model", "phase", "tokens", "label", "layers", "step_ms"), "step rows")
+    require(step, ("model", "phase", "tokens", "layers", "step_ms"), "step rows")
     require(winners, ("bucket", "time_ms", "default_time_ms"), "winners")
     changes = step_changes(step)
     changes = changes[changes["state"] == state]

@@ -65,6 +65,10 @@ EXTRA_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("state", "string", "profkit step: untuned, tuned, planned, v2-graph, v2-eager, cache, advised, repaired or torch"),
     ("step_ms", "float64", "profkit step: time of one step (median of graph replays)"),
     ("repetition", "Int64", "profkit step: repetition index"),
+    ("series", "string", "profkit step: the timed series, the record's own label (= state; MoE models: a state "
+                         "given twice is timed again as untuned-2, an A/A pair)"),
+    ("pass", "Int64", "profkit step (MoE models): interleaved pass; every series' graph is replayed once per pass"),
+    ("imbalance", "float64", "profkit step (MoE models): the router's max / mean tokens per expert, first layer"),
     ("layers", "Int64", "profkit step: decoder layers built"),
     ("kv_len", "Int64", "profkit step: KV cache length per sequence in decode"),
     ("attention", "string", "profkit step: attention implementation"),

@@ -31,4 +31,5 @@ def record_row(record: Record) -> dict | None:
     if not is_step(record):
         return None
     row = {k: v for k, v in record.obj.items() if k in _BENCH or k in _STEP}
-    return {**row, "format": ENGINE, "line": record.line, "raw": record.raw, "complete": True}
+    series = record.obj.get("label") or record.obj.get("state")  # the bench label is the caller's run name
+    return {**row, "series": series, "format": ENGINE, "line": record.line, "raw": record.raw, "complete": True}
