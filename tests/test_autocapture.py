@@ -165,7 +165,7 @@ def test_the_pth_file_turns_capture_on_with_the_variable_alone(tmp_path):
 def test_cli_needs_out_and_a_command(tmp_path):
     for args in ([], ["--out", str(tmp_path)], ["--", "true"]):
         done = subprocess.run([sys.executable, "-m", "profkit", "capture", *args], capture_output=True, text=True)
-        assert done.returncode == 1 and "give --out DIR and the command after --" in done.stderr
+        assert done.returncode == 2 and "give --out DIR and the command after --" in done.stderr  # a usage error
     missing = capture_run(tmp_path / "out", "no-such-command-profkit")
     assert missing.returncode == 1 and "cannot run 'no-such-command-profkit'" in missing.stderr
 

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from profkit.cli import UsageError
 from profkit.errors import ProfkitError
 
 NAME = "capture"
@@ -38,15 +39,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from profkit.sources import autocapture
-
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if args.install_pth:
+        from profkit.sources import autocapture
+
         print(autocapture.install_pth(args.site_dir))
         return 0
     if not args.out or not command:
-        raise ProfkitError("give --out DIR and the command after --, e.g. "
-                           "profkit capture --out runs/x -- python my_script.py")
+        missing = "no --out and no command" if not args.out and not command else "no --out" if command else "no command"
+        raise UsageError(f"{missing}: give --out DIR and the command after --, e.g. "
+                         "profkit capture --out runs/x -- python my_script.py")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ProfkitError(f"--out {args.out}: is a file; give a directory (it is created if missing)")
+    from profkit.sources import autocapture
+
     env = autocapture.child_environment(args.out, time_default=not args.no_time_default)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -8,8 +8,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from profkit.errors import ParseError
-from profkit.sources.inputs import inputs_of
+from profkit.errors import ParseError, ProfkitError
 
 NAME = "parse"
 HELP = "Read FlashInfer autotuner debug logs, cache files or engine benchmark outputs into profkit tables."
@@ -55,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import profkit
 
+    _check_paths(args.files, args.out)
     groups = {"log": [], "cache": [], "bench": []}
     for file in args.files:
         groups[args.kind if args.kind != "auto" else _kind(Path(file))].append(file)
@@ -81,6 +81,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_paths(files: list[str], out: str | None) -> None:
+    """The paths named on the command line, before any reading: a mistyped name fails here, not as a skipped file."""
+    missing = [file for file in files if not os.path.lexists(file)]
+    if missing:
+        raise ProfkitError(f"{', '.join(missing)}: no such file or directory; give FlashInfer debug logs, cache "
+                           "files (or directories of them) or engine benchmark outputs")
+    if out is not None and os.path.exists(out) and not os.path.isdir(out):
+        raise ProfkitError(f"--out {out}: is a file; give a directory for the tables (it is created if missing)")
+
+
 def _kind(path: Path) -> str:
     """bench for engine outputs read_bench finds results in (FlashInfer logs excepted), cache for directories and
     JSON objects, log for everything else (gzip included)."""
@@ -97,6 +107,8 @@ def _kind(path: Path) -> str:
 def _head(path: Path) -> bytes | None:
     """The first MiB of a file (decompressed when gzipped); None when it cannot be opened (missing, a FIFO,
     a device: the reader it goes to says so). Never blocks."""
+    from profkit.sources.inputs import inputs_of
+
     try:
         with inputs_of(path)[0].open(limit=_HEAD_BYTES) as stream:
             return stream.read()

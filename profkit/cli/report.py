@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from profkit.errors import ProfkitError
+
 NAME = "report"
 HELP = "Write the figures, tables, index.md and a self-contained index.html for a directory of captures."
 EXAMPLES = """examples:
@@ -31,7 +33,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
+_ACCEPTS = ("profkit report reads a directory of saved captures (Tables.save, profkit capture --out, "
+            "profkit parse ... --out)")
+
+
+def _check_paths(root: Path, out: Path, bench: list[str]) -> None:
+    """The paths named on the command line, before any reading."""
+    if not root.exists():
+        raise ProfkitError(f"{root}: no such directory; {_ACCEPTS}")
+    if not root.is_dir():
+        raise ProfkitError(f"{root}: is a file; {_ACCEPTS}: for a FlashInfer log or cache file, first run "
+                           f"`profkit parse {root} --out DIR`, then `profkit report DIR`")
+    if out.exists() and not out.is_dir():
+        raise ProfkitError(f"--out {out}: is a file; give a directory for the report (it is created if missing)")
+    for file in map(Path, bench):
+        if not file.is_file():
+            what = "is not a file" if file.exists() else "no such file"
+            raise ProfkitError(f"--bench {file}: {what}; give an engine result file (SGLang, vLLM, lm-eval)")
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_paths(Path(args.data or "."), Path(args.out), args.bench)
     from profkit.sources import datadir
     from profkit.views import report
 

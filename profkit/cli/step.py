@@ -7,6 +7,9 @@ import math
 import sys
 from pathlib import Path
 
+from profkit.cli import UsageError
+from profkit.errors import ProfkitError
+
 NAME = "step"
 HELP = "time a model's decode/prefill step untuned, tuned, from a cache file, and with torch linears (GPU)"
 EXAMPLES = """examples:
@@ -17,10 +20,9 @@ EXAMPLES = """examples:
 
 
 def add_arguments(p) -> None:
-    from profkit import models
-    from profkit.bench.step import DECODE_SIZES, PREFILL_SIZES
+    from profkit import models  # the shipped JSON configs: no torch
 
-    sizes = lambda s: tuple(int(x) for x in s.split(",") if x)  # noqa: E731
+    # The size defaults live with the timing code (profkit.bench.step imports torch): run() fills them in.
     p.add_argument("--model", required=True, choices=models.available())
     p.add_argument("--dtype", required=True, choices=("bf16", "fp8"))
     p.add_argument("--states", default="untuned,tuned,torch",
@@ -28,8 +30,10 @@ def add_arguments(p) -> None:
                         "torch: at most one tuning state per process; without one, the order given, repeats allowed")
     p.add_argument("--layers", type=int, default=4, help="decoder layers to build (a subset of the model's)")
     p.add_argument("--kv-len", type=int, default=512, help="KV cache length per sequence in decode")
-    p.add_argument("--decode", type=sizes, default=DECODE_SIZES, help="decode batch sizes")
-    p.add_argument("--prefill", type=sizes, default=PREFILL_SIZES, help="prefill chunk token counts")
+    p.add_argument("--decode", type=_sizes, default=None, metavar="N,N,...",
+                   help="decode batch sizes (default: profkit.bench.step.DECODE_SIZES, 1 to 4096)")
+    p.add_argument("--prefill", type=_sizes, default=None, metavar="N,N,...",
+                   help="prefill chunk token counts (default: profkit.bench.step.PREFILL_SIZES, 512 to 4096)")
     p.add_argument("--repetitions", type=int, default=3)
     p.add_argument("--passes", type=int, default=3, help="MoE models: interleaved passes over the states per size")
     p.add_argument("--replays", type=int, default=10)
@@ -42,23 +46,41 @@ def add_arguments(p) -> None:
     p.add_argument("--out", required=True, help="directory for step.jsonl (and capture/, cache.json when tuning)")
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    """'1,8,64' -> (1, 8, 64); argparse turns the error into a usage message."""
+    import argparse
+
+    try:
+        sizes = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"want positive integers separated by commas, e.g. 1,8,64; got {text!r}")
+    return sizes
+
+
 def run(args) -> int:
+    from profkit.models import load_model
+
+    model = load_model(args.model)
+    _check_paths(args)
+    if model.num_local_experts and args.dtype != "bf16":
+        raise UsageError(f"{model.name} runs FlashInfer's SM90 fused MoE in bf16 only; pass --dtype bf16")
     from profkit.bench.graphs import no_cuda
 
     if no_cuda("profkit step"):
         return 2
-    from profkit.models import load_model
-
-    model = load_model(args.model)
+    sizes = {key: value for key, value in (("decode_sizes", args.decode), ("prefill_sizes", args.prefill))
+             if value is not None}
     if model.num_local_experts:
-        rows = _moe_rows(model, args)
+        rows = _moe_rows(model, args, sizes)
     else:
         from profkit.bench.step import run_step
 
         rows = run_step(args.model, args.dtype, out=args.out, states=args.states.split(","), layers=args.layers,
-                        kv_len=args.kv_len, decode_sizes=args.decode, prefill_sizes=args.prefill,
-                        repetitions=args.repetitions, replays=args.replays, cache_files=_cache_files(args.cache),
-                        deadline_s=args.deadline_s, plan_kwargs=args.plan)
+                        kv_len=args.kv_len, repetitions=args.repetitions, replays=args.replays,
+                        cache_files=_cache_files(args.cache), deadline_s=args.deadline_s, plan_kwargs=args.plan,
+                        **sizes)
     path = Path(args.out) / "step.jsonl"
     with path.open("w") as f:
         for row in rows:
@@ -67,18 +89,27 @@ def run(args) -> int:
     return 0
 
 
-def _moe_rows(model, args) -> list[dict]:
+def _check_paths(args) -> None:
+    """The files named on the command line, before anything needs a GPU."""
+    for value in args.cache:
+        _, sep, after = value.partition("=")
+        path = Path(after if sep and not Path(value).exists() else value)
+        if not path.is_file():
+            what = "is not a file" if path.exists() else "no such file"
+            raise ProfkitError(f"--cache {path}: {what}; give a FlashInfer cache file ([STATE=]PATH)")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ProfkitError(f"--out {args.out}: is a file; give a directory (it is created if missing)")
+
+
+def _moe_rows(model, args, sizes: dict) -> list[dict]:
     """An MoE model's step: bf16, its states interleaved in one process (profkit.bench.moe_step)."""
     from profkit.bench.moe import preload_kit_moe_utils
     from profkit.bench.moe_step import run_moe_step
 
-    if args.dtype != "bf16":
-        raise SystemExit(f"profkit step: {model.name} runs FlashInfer's SM90 fused MoE in bf16 only (--dtype bf16)")
     print(f"profkit step: {preload_kit_moe_utils()}", file=sys.stderr)
     return run_moe_step(model, out=args.out, states=args.states.split(","), cache_files=_cache_files(args.cache),
-                        layers=args.layers, kv_len=args.kv_len, decode_sizes=args.decode, prefill_sizes=args.prefill,
-                        passes=args.passes, repetitions=args.repetitions, replays=args.replays,
-                        deadline_s=args.deadline_s)
+                        layers=args.layers, kv_len=args.kv_len, passes=args.passes, repetitions=args.repetitions,
+                        replays=args.replays, deadline_s=args.deadline_s, **sizes)
 
 
 def _cache_files(values: list[str]) -> dict[str, list[str]]:
@@ -95,8 +126,6 @@ def _cache_files(values: list[str]) -> dict[str, list[str]]:
 
 
 if __name__ == "__main__":  # python -m profkit.cli.step: the device scripts run it alone
-    import argparse
+    from profkit.cli import main
 
-    parser = argparse.ArgumentParser(prog="profkit step", description=HELP, epilog=EXAMPLES)
-    add_arguments(parser)
-    raise SystemExit(run(parser.parse_args()))
+    raise SystemExit(main(["step", *sys.argv[1:]]))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from profkit.errors import ProfkitError
+
 NAME = "verify"
 HELP = "re-time the tuner's top candidates, winner and default in CUDA graphs at every bucket and M (GPU)"
 EXAMPLES = """examples:
@@ -24,6 +26,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    _check_paths(args)
     from profkit.bench.graphs import no_cuda
 
     if no_cuda("profkit verify"):
@@ -38,9 +41,23 @@ def run(args) -> int:
     return 0 if written else 1
 
 
-if __name__ == "__main__":  # python -m profkit.cli.verify: the device scripts run it alone
-    import argparse
+def _check_paths(args) -> None:
+    """The paths named on the command line, before anything needs a GPU."""
+    for capture in map(Path, args.captures):
+        if not capture.exists():
+            raise ProfkitError(f"{capture}: no such directory; give a capture directory (profkit.capture(...).save, "
+                               "profkit capture --out) or a folder holding them")
+        if not capture.is_dir():
+            raise ProfkitError(f"{capture}: is a file; give a capture directory (profkit.capture(...).save, "
+                               "profkit capture --out) or a folder holding them")
+    if args.cache is not None and not args.cache.is_file():
+        what = "is not a file" if args.cache.exists() else "no such file"
+        raise ProfkitError(f"--cache {args.cache}: {what}; give the captures' FlashInfer cache file")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise ProfkitError(f"--out {args.out}: is a file; give a directory (it is created if missing)")
 
-    parser = argparse.ArgumentParser(prog="profkit verify", description=HELP, epilog=EXAMPLES)
-    add_arguments(parser)
-    raise SystemExit(run(parser.parse_args()))
+
+if __name__ == "__main__":  # python -m profkit.cli.verify: the device scripts run it alone
+    from profkit.cli import main
+
+    raise SystemExit(main(["verify", *sys.argv[1:]]))

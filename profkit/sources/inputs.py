@@ -277,7 +277,7 @@ def _open_regular(path: str):
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise ParseError("no such file (pass text with its line breaks to read text)", path=path) from None
+        raise ParseError("no such file", path=path) from None
     except IsADirectoryError:
         raise ParseError("is a directory; pass the files in it", path=path) from None
     except OSError as exc:
@@ -379,6 +379,8 @@ def load_json(item: Input, *, limit: int = JSON_LIMIT) -> tuple[object, str]:
     """
     with boundary(item.where):
         text = item.read_text(limit=limit)
+        if not text.strip() and not item.damage:
+            raise ParseError("empty; expected a JSON document", path=item.where)
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
