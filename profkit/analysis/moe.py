@@ -232,3 +232,110 @@ def tactic_parts(winners: pd.DataFrame) -> pd.DataFrame:
     if not rows:
         return empty(PART_COLUMNS)
     return conform(pd.DataFrame(rows).sort_values(["run_id", "bucket"], kind="stable"), PART_COLUMNS)
+
+
+SUMMARY_COLUMNS = {
+    "model": "string", "shape": "string", "tunings": "Int64", "buckets": "Int64", "tuning_s": "float64",
+    "verify_over_tuning": "float64", "routings": "Int64", "op_speedup_min": "float64", "op_speedup_max": "float64",
+    "pick_slower": "Int64", "max_regret_pct": "float64", "flip_buckets": "Int64", "max_flip_spread_pct": "float64",
+    "step_sizes": "Int64", "step_faster": "Int64", "step_slower": "Int64", "step_change_min_pct": "float64",
+    "step_change_max_pct": "float64", "aa_points": "Int64", "aa_beyond_noise": "Int64",
+    "predicted_beyond_noise": "Int64", "sign_agrees_beyond_noise": "Int64", "within_1_5x": "Int64",
+    "repaired_slower": "Int64", "repaired_vs_cache_slower": "Int64",
+}
+
+
+def model_summary(winners: pd.DataFrame, candidates: pd.DataFrame, verify: pd.DataFrame, step: pd.DataFrame,
+                  runs: pd.DataFrame, *, routing: str = "tuner") -> pd.DataFrame:
+    """One row per MoE model: what tuning cost, what it bought per op and at the step, and how well it was predicted.
+
+    Args:
+        winners, candidates: every capture of the models (repeated tunings included).
+        verify: the MoE verify tables (each of one capture: the model's first run).
+        step: MoE step rows (``series``); their ``cache`` and ``repaired`` series loaded the verified
+            capture's files.
+        runs: one row per run folder with run_id, model, tune_call_s (:class:`profkit.sources.moe_runs.MoeRuns`).
+        routing: the verify routing the op speedup, the ratio and the predictions use.
+
+    Returns:
+        :data:`SUMMARY_COLUMNS`: tuning_s is the first tuning's wall seconds, verify_over_tuning that
+        routing's verify seconds over it (same process); op speedups and pick_slower (pick slower than
+        the default beyond noise) at every verified M under every routing; flips over the repeated
+        tunings; step counts are sizes of the cache series against untuned; aa_* the untuned-2 series
+        (identical kernels) against untuned; the prediction columns compare verify's prediction with
+        the measured cache and repaired changes; repaired_* count sizes where the repaired series is
+        slower beyond noise than untuned, and than the cache series.
+    """
+    rows = []
+    for model, mine in runs.dropna(subset=["model"]).groupby("model", sort=True):
+        run_ids = set(mine["run_id"].dropna())
+        w = winners[winners["run_id"].isin(run_ids)]
+        c = candidates[candidates["run_id"].isin(run_ids)]
+        v = verify[verify["run_id"].isin(run_ids)] if len(verify) else verify
+        s = step[step["model"] == model] if len(step) else step
+        first = mine.sort_values("folder").iloc[0]
+        row = {"model": model, "tunings": len(run_ids), "tuning_s": first["tune_call_s"]}
+        across = picks_across_runs(w, c)
+        if len(across):
+            row.update(shape=across["shape"].iloc[0], buckets=across["bucket"].nunique(),
+                       flip_buckets=int((across["distinct_picks"] > 1).sum()),
+                       max_flip_spread_pct=across["spread_pct"].max())
+        if len(v):
+            sens = routing_sensitivity(v)
+            seconds = mine.get(f"verify_{routing}_s")
+            row.update(routings=sens["routing"].nunique(), op_speedup_min=sens["serving_speedup"].min(),
+                       op_speedup_max=sens["serving_speedup"].max(), pick_slower=int((sens["verdict"] == "slower").sum()),
+                       max_regret_pct=100 * sens["regret"].max(),
+                       verify_over_tuning=(seconds.dropna().iloc[0] / first["tune_call_s"]
+                                           if seconds is not None and seconds.notna().any() else np.nan))
+        if len(s):
+            row.update(_step_summary(s, w, v, routing))
+        rows.append(row)
+    return conform(pd.DataFrame(rows), SUMMARY_COLUMNS) if rows else empty(SUMMARY_COLUMNS)
+
+
+def _step_summary(step: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataFrame, routing: str) -> dict:
+    """The step columns of :func:`model_summary`, over every step set (file) of one model: counts add up."""
+    parts = [_one_step_set(rows, winners, verify, routing) for _, rows in step.groupby("source", sort=True)]
+    out: dict = {}
+    for part in parts:
+        for key, value in part.items():
+            if key not in out:
+                out[key] = value
+            elif key.endswith("_min_pct"):
+                out[key] = min(out[key], value)
+            elif key.endswith("_max_pct"):
+                out[key] = max(out[key], value)
+            else:
+                out[key] += value
+    return out
+
+
+def _one_step_set(rows: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataFrame, routing: str) -> dict:
+    """The step columns of one step set: cache and repaired against untuned, the A/A pair, the predictions."""
+    out: dict = {}
+    changes = step_changes(rows)
+    cache = changes[changes["state"] == "cache"]
+    if len(cache):
+        out.update(step_sizes=len(cache), step_faster=int((cache["beyond_noise"] & ~cache["slower"]).sum()),
+                   step_slower=int(cache["slower"].sum()), step_change_min_pct=cache["delta_pct"].min(),
+                   step_change_max_pct=cache["delta_pct"].max())
+    aa = changes[changes["state"] == "untuned-2"]
+    if len(aa):
+        out.update(aa_points=len(aa), aa_beyond_noise=int(aa["beyond_noise"].sum()))
+    repaired = changes[changes["state"] == "repaired"]
+    if len(repaired):
+        out["repaired_slower"] = int(repaired["slower"].sum())
+        versus = step_changes(rows, baseline="cache")
+        out["repaired_vs_cache_slower"] = int(versus[versus["state"] == "repaired"]["slower"].sum())
+    if len(verify) and len(cache):
+        verified_run = verify["run_id"].iloc[0]
+        won = winners[winners["run_id"] == verified_run]
+        pred = pd.concat([step_predictions(rows, won, verify, routing=routing, state=state)
+                          for state in ("cache", "repaired")], ignore_index=True)
+        beyond = pred[pred["beyond_noise"].fillna(False).to_numpy(dtype=bool)]
+        ratio = beyond["verify_over_measured"]
+        out.update(predicted_beyond_noise=len(beyond),
+                   sign_agrees_beyond_noise=int(beyond["sign_agrees"].fillna(False).sum()),
+                   within_1_5x=int(((ratio >= 1 / 1.5) & (ratio <= 1.5)).sum()))
+    return out
