@@ -25,8 +25,9 @@ def main(argv: list[str]) -> int:
         print(summary.set_index("model").T.to_string(float_format=lambda v: f"{v:.3g}"))
     print()
     data_ok = (summary["buckets"] >= 20) & (summary["routings"] >= 4) & (summary["step_sizes"] > 0)
+    tunings = ", ".join(f"{m} {n}" for m, n in zip(summary["model"], summary["tunings"]))
     print(f"shipped data: {int(data_ok.sum())} of 3 MoE models tuned over 20 buckets, verified under >= 4 routings "
-          f"and stepped; repeated tunings: " + ", ".join(f"{m} {n}" for m, n in zip(summary["model"], summary["tunings"])) + "")
+          f"and stepped; tunings per model: {tunings}")
     beyond, agree = int(summary["predicted_beyond_noise"].sum()), int(summary["sign_agrees_beyond_noise"].sum())
     print(f"step prediction from verify: sign agrees at {agree} of {beyond} sizes measured beyond noise; "
           f"within 1.5x at {int(summary['within_1_5x'].sum())} of {beyond}")
