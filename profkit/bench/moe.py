@@ -72,6 +72,19 @@ class MoeLayer:
                    for _ in range(copies)]
         self.w2 = [torch.randn(e, h, i, device="cuda", dtype=bf16).mul_(i ** -0.5) for _ in range(copies)]
 
+    @classmethod
+    def from_shape(cls, shape: str, *, copies: int = 1, seed: int = 0) -> "MoeLayer":
+        """A layer of the geometry a shape label names ('E=128 top_k=8 H=2048 I=768'), e.g. a capture's."""
+        try:
+            fields = dict(part.split("=") for part in shape.split())
+            e, k, h, i = (int(fields[name]) for name in ("E", "top_k", "H", "I"))
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"not an MoE shape label: {shape!r}") from exc
+        model = ModelConfig(name=shape, hidden_size=h, intermediate_size=i, num_attention_heads=0,
+                            num_key_value_heads=0, head_dim=0, num_hidden_layers=1, vocab_size=0, dense_mlp=False,
+                            num_local_experts=e, num_experts_per_tok=k)
+        return cls(model, copies=copies, seed=seed)
+
     @property
     def shape(self) -> str:
         """profkit's shape label of this layer (as :func:`profkit.analysis._frames.moe_shape` gives it)."""

@@ -24,7 +24,9 @@ import torch
 from profkit import schema
 from profkit.analysis.verify import verify_plan
 from profkit.bench import gemm as G
+from profkit.bench import moe
 from profkit.bench.graphs import graph_replay_ms
+from profkit.bench.routing import default_routings
 from profkit.bench.step import DECODE_SIZES, PREFILL_SIZES
 from profkit.bench.steer import Steering, tactic_from_text
 
@@ -50,10 +52,23 @@ def cache_beside(capture_dir: Path) -> Path | None:
 
 
 def verify_capture(capture_dir: Path, *, cache: Path | None, top_k: int = 5, replays: int = 30,
-                   only_buckets: bool = False, log=print) -> pd.DataFrame:
-    """The verify table of one capture (see docs/schema.md, table ``verify``)."""
+                   only_buckets: bool = False, routings: str = "default", log=print) -> pd.DataFrame:
+    """The verify table of one capture (see docs/schema.md, table ``verify``).
+
+    A capture of FlashInfer's SM90 fused MoE is verified by :func:`profkit.bench.moe.verify_moe`
+    under ``routings`` ('default' or comma-separated names, :mod:`profkit.bench.routing`), on random
+    weights of the capture's own expert geometry.
+    """
     tables = schema.load(capture_dir)
     sizes = set(EXTRA_SIZES) | {int(b) for b in tables.winners["bucket"].dropna()}
+    if (tables.winners["op"] == moe.OP).any():
+        log(f"[verify] {moe.preload_kit_moe_utils()}")
+        layer = moe.MoeLayer.from_shape(_moe_shape(tables), copies=2)
+        names = default_routings(layer.top_k) if routings == "default" else routings.split(",")
+        buckets = {int(b) for b in tables.winners["bucket"].dropna()}
+        table, seconds = moe.verify_moe(layer, tables, routings=names, sizes=sorted(buckets if only_buckets else sizes),
+                                        top_k=top_k, replays=replays, cache=cache, log=log)
+        return table.assign(verify_s_of_routing=table["routing"].map(seconds))
     plan = verify_plan(tables.candidates, tables.winners, sizes=sorted(sizes), top_k=top_k)
     if only_buckets:
         plan = plan[plan["m"] == plan["bucket"]]
@@ -75,6 +90,15 @@ def verify_capture(capture_dir: Path, *, cache: Path | None, top_k: int = 5, rep
         del gemm
         torch.cuda.empty_cache()
     return schema.frame("verify", rows)
+
+
+def _moe_shape(tables: schema.Tables) -> str:
+    from profkit.analysis._frames import moe_shape
+
+    shapes = {moe_shape(p) for p in tables.winners.loc[tables.winners["op"] == moe.OP, "profile"]} - {None}
+    if len(shapes) != 1:
+        raise ValueError(f"an MoE capture of one expert geometry is needed; it holds {sorted(shapes) or 'none'}")
+    return shapes.pop()
 
 
 def _rotation(op: str, n: int, k: int, l2_bytes: int) -> int:
@@ -140,7 +164,8 @@ def _time_candidates(gemm: G.Gemm, m: int, plan: pd.DataFrame, *, rotate: int, r
 
 
 def run(paths, *, out: Path | None, cache: Path | None = None, top_k: int = 5, replays: int = 30,
-        only_buckets: bool = False, deadline_s: float | None = None, log=print) -> list[Path]:
+        only_buckets: bool = False, routings: str = "default", deadline_s: float | None = None,
+        log=print) -> list[Path]:
     """Verify every capture under ``paths``; write ``verify.parquet`` beside each (or under ``out``)."""
     from profkit.sources.env import collect_env, new_run_id
 
@@ -154,7 +179,7 @@ def run(paths, *, out: Path | None, cache: Path | None = None, top_k: int = 5, r
                 continue
             t0 = time.perf_counter()
             table = verify_capture(capture_dir, cache=cache or cache_beside(capture_dir), top_k=top_k,
-                                   replays=replays, only_buckets=only_buckets, log=log)
+                                   replays=replays, only_buckets=only_buckets, routings=routings, log=log)
             table = table.assign(verify_run_id=env["run_id"])
             target_dir = capture_dir.parent if out is None else Path(out) / _relative(capture_dir, root)
             target_dir.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ HELP = "re-time the tuner's top candidates, winner and default in CUDA graphs at
 EXAMPLES = """examples:
   profkit verify data/h200/fp8 --out runs/verify/fp8          # every capture under the folder
   profkit verify runs/mine/capture --cache runs/mine/cache.json --top-k 3
+  profkit verify data/h200-moe/qwen3-30b-a3b-r0/capture --routings tuner,zipf-0.3   # an MoE capture
 """
 
 
@@ -21,6 +22,9 @@ def add_arguments(p) -> None:
     p.add_argument("--top-k", type=int, default=5, help="the tuner's fastest candidates per bucket to re-time")
     p.add_argument("--replays", type=int, default=30, help="CUDA graph replays per candidate")
     p.add_argument("--only-buckets", action="store_true", help="time each bucket's own M only")
+    p.add_argument("--routings", default="default",
+                   help="MoE captures: 'default' (tuner, balanced, zipf-0.3, hot-(top_k/2)) or comma-separated "
+                        "routing names (profkit.bench.routing)")
     p.add_argument("--deadline-s", type=float, default=None, help="start no new capture after this many seconds")
     p.add_argument("--out", type=Path, help="write verify.parquet here (default: beside each capture)")
 
@@ -34,7 +38,7 @@ def run(args) -> int:
     from profkit.bench.verify import run as verify
 
     written = verify(args.captures, out=args.out, cache=args.cache, top_k=args.top_k, replays=args.replays,
-                     only_buckets=args.only_buckets, deadline_s=args.deadline_s,
+                     only_buckets=args.only_buckets, routings=args.routings, deadline_s=args.deadline_s,
                      log=lambda line: print(line, file=sys.stderr, flush=True))
     for path in written:
         print(path)

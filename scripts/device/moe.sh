@@ -9,6 +9,8 @@
 #   steps   interleaved steps with an A/A pair (untuned twice) from the r0 files in .moe-in/MODEL-r0/
 #           (cache.json, repaired.json): gpt-oss-120b and Mixtral-8x7B with a tuning pass, then
 #           Qwen3-30B-A3B's files alone (no tuning pass)
+#   verify  profkit verify of the r0 captures in .moe-in/MODEL-r0/ (capture/, cache.json) in a fresh
+#           process: Qwen3-30B-A3B and gpt-oss-120b, every default routing (a repeat of the sweep's verify)
 set -u
 phase=${1:?usage: moe.sh qwen|models}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} FLASHINFER_LOGGING_LEVEL=debug
@@ -81,6 +83,13 @@ case "$phase" in
       pack "$m-step-aa"
     done
     ;;
-  *) echo "moe.sh: unknown phase $phase (qwen, models or steps)" >&2; exit 2 ;;
+  verify)
+    for m in qwen3-30b-a3b gpt-oss-120b; do
+      step "$m-verify-repeat" 60 -- -m profkit.cli.verify ".moe-in/$m-r0/capture" --cache ".moe-in/$m-r0/cache.json" \
+        --out "$work/$m-verify-repeat"
+      pack "$m-verify-repeat"
+    done
+    ;;
+  *) echo "moe.sh: unknown phase $phase (qwen, models, steps or verify)" >&2; exit 2 ;;
 esac
 ls -la "$out"
