@@ -1,4 +1,5 @@
-"""Shared test setup: Agg backend, figures closed after each test, paths to shipped data."""
+"""Shared test setup: Agg backend, figures closed after each test, paths to shipped data, and the shipped
+data read once per session (the session fixtures are shared: a test reads them and never changes them)."""
 
 from pathlib import Path
 
@@ -27,3 +28,34 @@ def tuner():
 
     with T.cpu_autotuner() as t:
         yield t
+
+
+@pytest.fixture(scope="session")
+def shipped_h200():
+    """``data/h200`` with the shipped SGLang serving pair, as the report reads it (a DataDir)."""
+    from profkit.sources.datadir import read_datadir, shipped_bench
+
+    return read_datadir(DATA / "h200", bench=shipped_bench())
+
+
+@pytest.fixture(scope="session")
+def shipped_h200_results(shipped_h200):
+    """Everything the report computes from ``data/h200`` (analysis.overview)."""
+    from profkit.analysis.overview import overview
+
+    return overview(shipped_h200)
+
+
+@pytest.fixture(scope="session")
+def shipped_whole():
+    """The whole ``data/`` folder: the H200 captures with the verify, advise and MoE results (a DataDir)."""
+    from profkit.sources.datadir import read_datadir
+
+    return read_datadir(DATA)
+
+
+@pytest.fixture(scope="session")
+def shipped_whole_results(shipped_whole):
+    from profkit.analysis.overview import overview
+
+    return overview(shipped_whole)

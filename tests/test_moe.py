@@ -188,10 +188,12 @@ def test_report_builds_on_a_moe_capture(saved_moe_capture, tmp_path_factory):
 
 def test_explorer_builds_on_a_moe_capture(saved_moe_capture):
     tables = profkit.load(saved_moe_capture / "moe" / "capture")
-    ex = views.explorer(tables)
-    assert set(ex.op.options) == {"flashinfer::toy_trtllm_moe", "trtllm::fused_moe::gemm1", "trtllm::fused_moe::gemm2"}
-    ex.op.value = "flashinfer::toy_trtllm_moe"
-    ex.bucket.value = 1
+    with pytest.warns(UserWarning, match="candidates omitted: their time_ms is not finite"):  # the toy OOM tactics
+        ex = views.explorer(tables)
+        assert set(ex.op.options) == {"flashinfer::toy_trtllm_moe", "trtllm::fused_moe::gemm1",
+                                      "trtllm::fused_moe::gemm2"}
+        ex.op.value = "flashinfer::toy_trtllm_moe"
+        ex.bucket.value = 1
     assert "WinnerCard flashinfer::toy_trtllm_moe  bucket=1" in ex.card.value and not ex.status.value
     assert "[32, 15]" in ex.card.value and "[64, 5]" in ex.table.value
     ex.op.value = "trtllm::fused_moe::gemm2"

@@ -14,7 +14,7 @@ from profkit.analysis.overview import overview
 from profkit.analysis.step import measured_step_change
 from profkit.cli import main
 from profkit.errors import ProfkitError
-from profkit.sources.datadir import read_datadir, shipped_bench
+from profkit.sources.datadir import read_datadir
 from profkit.views import report
 
 from conftest import DATA, TEST_DATA
@@ -25,9 +25,9 @@ FIGURES = ("tactic_map", "speedup", "candidates", "tuning_time", "tuning_value",
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(tmp_path_factory, shipped_h200, shipped_h200_results):
     out = tmp_path_factory.mktemp("report")
-    files = report.build_report(read_datadir(DATA / "h200", bench=shipped_bench()), out, progress=False)
+    files = report.build_report(shipped_h200, out, results=shipped_h200_results, progress=False)
     return out, files
 
 
@@ -153,8 +153,8 @@ def test_an_unreadable_file_is_named_on_the_page(tmp_path):
     assert "**1 file could not be read** and was skipped:" in provenance and str(bad) in provenance
 
 
-def test_datadir_splits_step_sets_and_reads_caches_beside_captures():
-    data = read_datadir(DATA / "h200")
+def test_datadir_splits_step_sets_and_reads_caches_beside_captures(shipped_h200):
+    data = shipped_h200
     assert set(data.step["source"].str.split("/").str[0]) == {"step"}
     assert set(data.step_other["source"].str.split("/").str[0]) == {"step-sweep-caches"}
     assert len(data.step_captures) == 4 and data.model_layers == {"llama3-8b": 32, "qwen2.5-32b": 64}
@@ -162,9 +162,9 @@ def test_datadir_splits_step_sets_and_reads_caches_beside_captures():
     assert data.labels["N=6144 K=4096"] == "llama3-8b qkv"
 
 
-def test_the_whole_data_folder_reads_like_its_h200_part():
+def test_the_whole_data_folder_reads_like_its_h200_part(shipped_whole, shipped_h200):
     """``profkit report data``: the step set is found by its captures, not by its folder name."""
-    whole, h200 = read_datadir(DATA), read_datadir(DATA / "h200")
+    whole, h200 = shipped_whole, shipped_h200
     assert len(whole.step) == len(h200.step) and whole.step_captures == h200.step_captures
 
 
@@ -221,10 +221,9 @@ def test_a_new_section_drops_in_with_one_entry(tmp_path):
 
 # -- profkit verify and advise on the page ---------------------------------------------------------
 @pytest.fixture(scope="module")
-def whole():
+def whole(shipped_whole, shipped_whole_results):
     """The report context of the whole data folder: the H200 captures and the verify tables."""
-    data = read_datadir(DATA)
-    return report.ReportContext(data=data, results=overview(data))
+    return report.ReportContext(data=shipped_whole, results=shipped_whole_results)
 
 
 def test_verify_section_counts_what_op_summary_computes(whole):
@@ -298,10 +297,10 @@ def test_verify_section_gives_the_step_predictions_sign_agreement(whole):
                 f"**{a.agree} of {a.sizes} sizes** ({a.agree_beyond_noise} of the {a.beyond_noise}") in text
 
 
-def test_verify_section_absent_without_verify_tables():
-    data = read_datadir(DATA / "h200")
+def test_verify_section_absent_without_verify_tables(shipped_h200, shipped_h200_results):
+    data = shipped_h200
     assert data.verify.empty
-    ctx = report.ReportContext(data=data, results=overview(data))
+    ctx = report.ReportContext(data=data, results=shipped_h200_results)
     assert ctx.verdicts.empty and report.verify_section(ctx) is None
     assert report.verify_low_latency_lines(ctx) == []
 

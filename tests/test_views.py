@@ -17,8 +17,6 @@ from matplotlib.patches import Rectangle
 import profkit
 from profkit import analysis, schema, views
 from profkit.views import _candidates, _compare, _speedup, _step, _tactic_map, _tuning
-from profkit.analysis.overview import overview
-from profkit.sources.datadir import read_datadir
 
 from conftest import DATA, ROOT
 
@@ -314,9 +312,8 @@ def test_step_times_into_given_axes():
 
 # -- smoke over every plot function on the shipped data ---------------------------------------------
 @pytest.fixture(scope="module")
-def shipped():
-    data = read_datadir(DATA / "h200")
-    return data, overview(data), dict(data.labels)
+def shipped(shipped_h200, shipped_h200_results):
+    return shipped_h200, shipped_h200_results, dict(shipped_h200.labels)
 
 
 PLOTS = sorted(name for name in views.__all__ if name.startswith("plot_"))
