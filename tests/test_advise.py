@@ -13,7 +13,8 @@ import profkit.testing as T
 from profkit.analysis.advise import advise, autotune_arguments, metadata_from_runs, plan_violations
 from profkit.cli import main
 from profkit.errors import ProfkitError
-from profkit.views import advise as writers
+from profkit.outputs import engine_plans as writers
+from profkit.views import advise as plan_views
 
 from conftest import DATA
 
@@ -256,7 +257,7 @@ def test_writers_name_the_switches_and_versions(tables):
     nothing = advise(tables, max_slowdown_pct=100.0)
     assert "--disable-flashinfer-autotune" in writers.sglang_flags(nothing)
     assert "Do not tune" in writers.python_snippet(nothing)
-    text, figures = writers.advise_section(plan)
+    text, figures = plan_views.advise_section(plan)
     assert text.startswith("## Tuning plan") and [name for name, _ in figures] == ["advise-gain_op", "advise-noise_op"]
 
 
@@ -265,13 +266,13 @@ def test_report_section_builder_fits_the_report(tables):
 
     from profkit.views import report
 
-    section = writers.advise_report_section(SimpleNamespace(data=SimpleNamespace(tables=tables)))
+    section = plan_views.advise_report_section(SimpleNamespace(data=SimpleNamespace(tables=tables)))
     assert isinstance(section, report.Section) and "do not tune noise_op" in section.text
     assert [f.name for f in section.figures] == ["advise_gain_op", "advise_noise_op"]
     assert section.figures[0].draw().axes
     assert "planned" in report.markdown_table(section.tables[0]) and len(section.tables[1].frame) == 5
     empty = SimpleNamespace(data=SimpleNamespace(tables=profkit.schema.Tables.empty()))
-    assert writers.advise_report_section(empty) is None
+    assert plan_views.advise_report_section(empty) is None
 
 
 @pytest.mark.parametrize("path", ["fp8", "bf16", "step/llama3-8b-bf16/capture"])

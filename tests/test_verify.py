@@ -22,7 +22,7 @@ from profkit import schema
 from profkit import testing as T
 from profkit.analysis.verify import bucket_verdicts, op_summary, predict_step_from_verify, repair_picks, verify_plan
 from profkit.bench.steer import Steering, SteeringError, tactic_from_text
-from profkit.views.repair import cache_file
+from profkit.outputs.flashinfer_cache import cache_file
 
 OP = "toy_gemm"
 

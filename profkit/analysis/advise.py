@@ -79,7 +79,10 @@ class Plan:
         metadata: the capture's environment in FlashInfer's ``_metadata`` keys.
         budget: the constraint the plan was chosen under, as text.
         gain_source: "serving" (verify frame) or "tuner" (the tuner's own timings).
-        notes: plain statements the writers print (what a switch cannot save, unpriced buckets).
+        notes: plain statements the writers print (what a switch cannot save, unpriced buckets,
+            timings set aside).
+        prepared: the costs and gains the plan was chosen from, so :func:`budget_frontier` can
+            plan other budgets without computing them again (None on a hand-built Plan).
     """
 
     ops: pd.DataFrame
@@ -92,6 +95,7 @@ class Plan:
     budget: str
     gain_source: str
     notes: tuple[str, ...] = field(default=())
+    prepared: object = field(default=None, repr=False, compare=False)  # reused by budget_frontier(plan)
 
     @property
     def tuned_ops(self) -> tuple[str, ...]:
@@ -127,6 +131,10 @@ def advise(tables, *, verify: pd.DataFrame | None = None, budget_s: float | None
     expected cost stays within that percent of the fully tuned pass; ``budget_s`` drops more until
     the planned tuning time fits, whatever it costs.
 
+    Timings that cannot be right never become a gain or a cost: a candidate with a negative time
+    counts as failed, a tuning row with negative or non-finite seconds is set aside, a bucket
+    that is not a positive size is set aside; each is counted in ``plan.notes``.
+
     Args:
         tables: a ``profkit.Tables`` (candidates, tuning and runs tables of the captures).
         verify: per-bucket serving verdicts (``profkit.analysis.verify.bucket_verdicts``): op,
@@ -141,39 +149,143 @@ def advise(tables, *, verify: pd.DataFrame | None = None, budget_s: float | None
         rel_threshold: noise band for profiles without repeats (0.02 = 2%).
 
     Raises:
-        ProfkitError: both budgets given, a negative budget, or no tuned bucket to plan from.
+        ProfkitError: both budgets given, a negative or non-finite budget, no tuned bucket to plan
+            from, or no usable candidate timing for a tuned op (the plan cannot say what
+            tuning it buys, so it does not plan "skip").
     """
+    _check_budgets(budget_s, max_slowdown_pct)
+    prepared = _prepare(tables, verify=verify, mix=mix, metadata=metadata, rel_threshold=rel_threshold)
+    return _plan(prepared, budget_s, max_slowdown_pct)
+
+
+def _check_budgets(budget_s, max_slowdown_pct) -> None:
     if budget_s is not None and max_slowdown_pct is not None:
         raise ProfkitError("give either budget_s or max_slowdown_pct, not both")
-    if (budget_s is not None and budget_s < 0) or (max_slowdown_pct is not None and max_slowdown_pct < 0):
-        raise ProfkitError("budgets must not be negative")
+    for name, value in (("budget_s", budget_s), ("max_slowdown_pct", max_slowdown_pct)):
+        if value is not None and not (np.isfinite(value) and value >= 0):
+            raise ProfkitError(f"budgets must not be negative or non-finite: {name}={value!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class _Prepared:
+    """Everything a plan needs that does not depend on the budget: built once, planned many times.
+
+    The matrices are per op (rows, in ``ops`` order) and bucket (columns, ``bucket_values``),
+    summed over shapes: ``seconds`` (tuning seconds a kept bucket costs: wall minus JIT minus the
+    blocked tactics' measuring), ``present`` (the op tuned that bucket), ``value_ms`` (step time
+    the bucket's tuning buys per pass); ``fixed_s`` per op is paid once it tunes any bucket
+    (JIT builds, the call's time outside its buckets).
+    """
+
+    tactics: pd.DataFrame
+    blocked: pd.DataFrame
+    buckets: pd.DataFrame
+    overhead: dict
+    gain_source: str
+    metadata: dict
+    set_aside: tuple[str, ...]
+    ops: tuple[str, ...]
+    bucket_values: tuple[int, ...]
+    seconds: np.ndarray
+    present: np.ndarray
+    value_ms: np.ndarray
+    fixed_s: np.ndarray
+    pass_ms: float
+
+
+def _prepare(tables, *, verify=None, mix=None, metadata=None, rel_threshold: float = 0.02) -> _Prepared:
     candidates, tuning = tables.candidates, tables.tuning
     require(candidates, ("run_id", "op", "profile", "bucket", "runner", "tactic", "time_ms", "host_s"), "candidates")
     require(tuning, ("run_id", "kind", "op", "wall_s", "measure_s", "jit_s", "prep_s"), "tuning")
-    tactics = tactic_verdicts(candidates, rel_threshold=rel_threshold)
+    candidates, tuning, set_aside = _usable(candidates, tuning)
+    band = estimate_noise(candidates, rel_threshold=rel_threshold)
+    tactics = _tactic_verdicts(candidates, band, rel_threshold)
     blocked = tactics[tactics["blocked"].fillna(False).to_numpy(dtype=bool)]
     buckets = bucket_costs(candidates, tuning, blocked)
     if buckets.empty:
         raise ProfkitError("no tuned bucket in the captures: nothing to plan")
-    buckets = _attach_gains(buckets, candidates, verify, rel_threshold)
+    _refuse_ops_without_candidates(buckets, candidates)
+    buckets = _attach_gains(buckets, candidates, verify, rel_threshold, band)
     buckets = _attach_weights(buckets, mix)
     overhead = _call_overhead(tuning)
-    selection = _select(buckets, overhead, budget_s, max_slowdown_pct)
-    buckets = buckets.assign(tuned=[(op not in selection.skip and b in selection.buckets)
-                                    for op, b in zip(buckets["op"], buckets["bucket"])])
-    all_buckets = set(int(b) for b in buckets["bucket"])
-    every_op_skipped = selection.skip >= set(buckets["op"])
-    tuning_buckets = (None if selection.buckets >= all_buckets or every_op_skipped
+    ops = tuple(sorted(set(buckets["op"])))
+    values = tuple(sorted({int(b) for b in buckets["bucket"]}))
+    o = pd.Index(ops).get_indexer(buckets["op"])
+    b = pd.Index(values).get_indexer(buckets["bucket"].astype("int64"))
+    shape = (len(ops), len(values))
+    seconds, present, value_ms = np.zeros(shape), np.zeros(shape, dtype=bool), np.zeros(shape)
+    per_bucket = (buckets["tuning_s"] - buckets["jit_s"] - buckets["blocked_s"]).to_numpy(dtype=float)
+    np.add.at(seconds, (o, b), per_bucket)
+    np.add.at(value_ms, (o, b), buckets["value_ms"].to_numpy(dtype=float))
+    present[o, b] = True
+    jit = buckets.groupby("op", observed=True)["jit_s"].sum()
+    fixed = np.array([float(jit.get(op, 0.0)) + overhead.get(op, 0.0) for op in ops])
+    pass_ms = float((buckets["weight"] * buckets["tuned_ms"].fillna(0.0)).sum())
+    return _Prepared(tactics=tactics, blocked=blocked, buckets=buckets, overhead=overhead,
+                     gain_source=_source(verify),
+                     metadata=dict(metadata) if metadata else metadata_from_runs(tables.runs),
+                     set_aside=set_aside, ops=ops, bucket_values=values, seconds=seconds, present=present,
+                     value_ms=value_ms, fixed_s=fixed, pass_ms=pass_ms)
+
+
+def _plan(p: _Prepared, budget_s, max_slowdown_pct) -> Plan:
+    selection = _select(p, budget_s, max_slowdown_pct)
+    tuned = ~p.buckets["op"].isin(selection.skip) & p.buckets["bucket"].isin(selection.buckets)
+    buckets = p.buckets.assign(tuned=tuned.fillna(False).to_numpy(dtype=bool))
+    every_op_skipped = selection.skip >= set(p.ops)
+    tuning_buckets = (None if selection.buckets >= set(p.bucket_values) or every_op_skipped
                       else tuple(sorted(selection.buckets)))
-    ops = _op_table(buckets, overhead, selection, gain_source=_source(verify))
+    ops = _op_table(buckets, p, selection)
     budget = (f"at most {budget_s:g} s of tuning" if budget_s is not None else
               f"at most {max_slowdown_pct:g}% slower than full tuning" if max_slowdown_pct is not None else
               "no step cost beyond noise")
-    return Plan(ops=ops, buckets=conform(buckets, BUCKET_COLUMNS), tactics=tactics,
+    return Plan(ops=ops, buckets=conform(buckets, BUCKET_COLUMNS), tactics=p.tactics,
                 skip_ops=tuple(sorted(selection.skip)), tuning_buckets=tuning_buckets,
-                blocklist=_blocklist(blocked, selection.skip), budget=budget, gain_source=_source(verify),
-                metadata=dict(metadata) if metadata else metadata_from_runs(tables.runs),
-                notes=_notes(ops, buckets, blocked, selection))
+                blocklist=_blocklist(p.blocked, selection.skip), budget=budget, gain_source=p.gain_source,
+                metadata=dict(p.metadata), notes=p.set_aside + _notes(ops, buckets, p.blocked, selection),
+                prepared=p)
+
+
+def _usable(candidates: pd.DataFrame, tuning: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, ...]]:
+    """Candidates and tuning rows with what cannot be right set aside, and one note per kind set aside."""
+    notes = []
+    time = pd.to_numeric(candidates["time_ms"], errors="coerce").to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        negative = time < 0
+    if negative.any():
+        candidates = candidates.assign(time_ms=np.where(negative, np.nan, time))
+        notes.append(f"{int(negative.sum())} candidate(s) with a negative time counted as failed.")
+    bucket = pd.to_numeric(candidates["bucket"], errors="coerce")
+    off = (bucket <= 0).fillna(False).to_numpy(dtype=bool)
+    if off.any():
+        candidates = candidates[~off]
+        notes.append(f"{int(off.sum())} candidate(s) at a bucket that is no positive size "
+                     f"({', '.join(map(str, sorted(set(bucket[off].astype(int)))[:5]))}) set aside.")
+    seconds = tuning[["wall_s", "measure_s", "jit_s", "prep_s"]].apply(pd.to_numeric, errors="coerce")
+    arr = seconds.to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        bad = (np.isinf(arr) | (arr < 0)).any(axis=1)
+    if "bucket" in tuning.columns:
+        tb = pd.to_numeric(tuning["bucket"], errors="coerce")
+        bad |= (tb <= 0).fillna(False).to_numpy(dtype=bool)
+    if bad.any():
+        tuning = tuning[~bad]
+        notes.append(f"{int(bad.sum())} tuning row(s) with negative or infinite seconds, or a bucket that is "
+                     "no positive size, set aside: their buckets have no cost to plan with.")
+    return candidates, tuning, tuple(notes)
+
+
+def _refuse_ops_without_candidates(buckets: pd.DataFrame, candidates: pd.DataFrame) -> None:
+    """An op tuned (tuning rows) with no finite candidate time cannot be planned: say so, do not skip it."""
+    c = flashinfer_rows(candidates)
+    finite = np.isfinite(pd.to_numeric(c["time_ms"], errors="coerce").to_numpy(dtype=float))
+    timed = set(c["op"][finite].dropna().unique())
+    missing = sorted(set(buckets["op"]) - timed)
+    if missing:
+        names = ", ".join(ascii(op) for op in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise ProfkitError(f"cannot plan: the captures hold no usable candidate timing for {names} (the candidates "
+                           "table is missing, unreadable or holds only failed tactics), so what tuning buys is "
+                           "unknown; capture again or pass captures that hold the candidates")
 
 
 FRONTIER_COLUMNS = {
@@ -185,11 +297,20 @@ FRONTIER_COLUMNS = {
 def budget_frontier(tables, *, slowdowns=(0.0, 0.5, 1.0, 2.0, 5.0), **kwargs) -> pd.DataFrame:
     """What each "at most Y% slower" budget buys: one row per budget (FRONTIER_COLUMNS).
 
-    ``kwargs`` go to :func:`advise` (verify, mix, metadata, rel_threshold).
+    ``tables`` is the captures' Tables (``kwargs`` go to :func:`advise`: verify, mix, metadata,
+    rel_threshold), or a :class:`Plan` from :func:`advise`, whose costs and gains are reused
+    instead of computed again (then give no ``kwargs``).
     """
+    if isinstance(tables, Plan) and tables.prepared is not None and not kwargs:
+        prepared = tables.prepared
+    elif isinstance(tables, Plan):
+        raise ProfkitError("budget_frontier(plan) reuses the plan's inputs: give no verify, mix or metadata")
+    else:
+        prepared = _prepare(tables, **kwargs)
     rows = []
     for pct in slowdowns:
-        p = advise(tables, max_slowdown_pct=pct, **kwargs)
+        _check_budgets(None, pct)
+        p = _plan(prepared, None, pct)
         rows.append({"max_slowdown_pct": pct, "full_s": p.full_s, "planned_s": p.planned_s,
                      "ratio": p.full_s / p.planned_s if p.planned_s > 0 else np.inf, "cost_pct": p.cost_pct,
                      "skip_ops": ",".join(p.skip_ops),
@@ -210,10 +331,15 @@ def tactic_verdicts(candidates: pd.DataFrame, *, rel_threshold: float = 0.02) ->
         TACTIC_COLUMNS, sorted by op, runner, tactic; ``measure_s`` is the tactic's measuring seconds
         per pass (host time minus JIT, summed over shapes and buckets, mean over runs).
     """
+    return _tactic_verdicts(candidates, estimate_noise(candidates, rel_threshold=rel_threshold), rel_threshold)
+
+
+def _tactic_verdicts(candidates: pd.DataFrame, band: pd.DataFrame, rel_threshold: float) -> pd.DataFrame:
+    """Body of :func:`tactic_verdicts`, with the noise band computed by the caller (advise reuses it)."""
     c = flashinfer_rows(candidates).copy()
     if c.empty:
         return conform(pd.DataFrame(), TACTIC_COLUMNS)
-    band = estimate_noise(candidates, rel_threshold=rel_threshold)[["op", "profile", "noise_pct"]]
+    band = band[["op", "profile", "noise_pct"]]
     c = c.merge(band.drop_duplicates(["op", "profile"]), on=["op", "profile"], how="left")
     c["noise_pct"] = c["noise_pct"].fillna(100.0 * rel_threshold)
     decision = [k for k in ("run_id", "rank", "call", "op", "profile") if k in c.columns]
@@ -233,10 +359,14 @@ def tactic_verdicts(candidates: pd.DataFrame, *, rel_threshold: float = 0.02) ->
     c["measure_s"] = c["measure_s"] / n_runs  # per pass: runs of one shape are repeats or ranks
     g = c.groupby(["op", "runner", "tactic"], observed=True, sort=True, dropna=False)
     out = g.agg(n_timed=("time_ms", "size"), n_failed=("failed", "sum"), n_within_noise=("within", "sum"),
-                n_won=("won", "sum"), measure_s=("measure_s", "sum"),
-                statuses=("status_", lambda s: sorted(set(s) - {"ok"}))).reset_index()
+                n_won=("won", "sum"), measure_s=("measure_s", "sum")).reset_index()
+    not_ok = c[(c["status_"].astype("string") != "ok").fillna(True).to_numpy(dtype=bool)]
+    statuses = (not_ok.groupby(["op", "runner", "tactic"], observed=True, dropna=False)["status_"]
+                .agg(lambda s: sorted(set(s.astype(str)))) if len(not_ok) else pd.Series(dtype=object))
+    found = dict(zip(statuses.index, statuses)) if len(statuses) else {}
     out["blocked"] = (out["n_within_noise"] == 0) & (out["tactic"].astype("string") != "-1")
-    out["reason"] = [_reason(b, s) for b, s in zip(out["blocked"], out["statuses"])]
+    keys = zip(out["op"], out["runner"], out["tactic"])
+    out["reason"] = [_reason(b, found.get(k, [])) for b, k in zip(out["blocked"], keys)]
     return conform(out, TACTIC_COLUMNS)
 
 
@@ -299,9 +429,9 @@ def _source(verify) -> str:
     return "serving" if verify is not None and len(verify) else "tuner"
 
 
-def _attach_gains(buckets: pd.DataFrame, candidates: pd.DataFrame, verify, rel_threshold: float) -> pd.DataFrame:
+def _attach_gains(buckets: pd.DataFrame, candidates: pd.DataFrame, verify, rel_threshold: float,
+                  band: pd.DataFrame) -> pd.DataFrame:
     """Per bucket: default and tuned times, the gain, its noise band and whether it is beyond it."""
-    band = estimate_noise(candidates, rel_threshold=rel_threshold)
     s = speedup_vs_default(candidates, noise=band, rel_threshold=rel_threshold)
     keys = ["op", "shape", "bucket"]
     tuner = s.groupby(keys, observed=True).agg(default_ms=("default_ms", "mean"), tuned_ms=("time_ms", "mean"),
@@ -310,6 +440,9 @@ def _attach_gains(buckets: pd.DataFrame, candidates: pd.DataFrame, verify, rel_t
     out["gain_source"] = "tuner"
     if verify is not None and len(verify):
         out = _serving_gains(out, verify)
+    for col in ("default_ms", "tuned_ms"):  # an infinite or negative time is no time to gain from
+        t = pd.to_numeric(out[col], errors="coerce").astype(float)
+        out[col] = t.where(np.isfinite(t) & (t >= 0))
     out["gain_ms"] = out["default_ms"] - out["tuned_ms"]
     with np.errstate(invalid="ignore", divide="ignore"):
         gap_pct = 100.0 * out["gain_ms"] / out["tuned_ms"]
@@ -370,81 +503,94 @@ class _Selection:
     skip: set
 
 
-def _planned_s(buckets: pd.DataFrame, overhead: dict, sel: _Selection) -> dict[str, float]:
-    out = {}
-    for op, rows in buckets.groupby("op", observed=True, sort=False):
-        if op in sel.skip:
-            out[op] = 0.0
-            continue
-        kept = rows["bucket"].isin(sel.buckets).to_numpy()
-        if not kept.any():
-            out[op] = 0.0
-            continue
-        per_bucket = rows["tuning_s"] - rows["jit_s"] - rows["blocked_s"]
-        out[op] = float(per_bucket[kept].sum() + rows["jit_s"].sum() + overhead.get(op, 0.0))
-    return out
+def _planned_by_op(p: _Prepared, kept: np.ndarray, skipped: np.ndarray) -> np.ndarray:
+    """Planned tuning seconds per op: its kept buckets plus its fixed seconds, 0 when it tunes none."""
+    tunes = (p.present & kept[None, :]).any(axis=1) & ~skipped
+    return np.where(tunes, (p.seconds * kept[None, :]).sum(axis=1) + p.fixed_s, 0.0)
 
 
-def _cost_ms(buckets: pd.DataFrame, sel: _Selection) -> float:
-    dropped = buckets["op"].isin(sel.skip) | ~buckets["bucket"].isin(sel.buckets)
-    return float(buckets.loc[dropped.to_numpy(dtype=bool), "value_ms"].sum())
+def _select(p: _Prepared, budget_s, max_slowdown_pct) -> _Selection:
+    """Greedy: drop the bucket (for every op) or skip the op with the least risk per saved second.
 
-
-def _select(buckets: pd.DataFrame, overhead: dict, budget_s, max_slowdown_pct) -> _Selection:
-    """Greedy: drop the bucket (for every op) or skip the op with the least risk per saved second."""
-    sel = _Selection(buckets=set(int(b) for b in buckets["bucket"]), skip=set())
-    pass_ms = float((buckets["weight"] * buckets["tuned_ms"].fillna(0.0)).sum())
-    allowed = (max_slowdown_pct or 0.0) / 100.0 * pass_ms
-
-    def moves():
-        for b in sorted(sel.buckets) if len(sel.buckets) > 1 else ():  # the last one goes by skipping ops
-            yield _Selection(sel.buckets - {b}, set(sel.skip))
-        for op in sorted(set(buckets["op"]) - sel.skip):
-            yield _Selection(set(sel.buckets), sel.skip | {op})
+    Each step prices every move at once from the op x bucket matrices (O(ops x buckets)), and
+    there are at most buckets + ops steps, so a plan costs O((ops + buckets) x ops x buckets).
+    Ties go to the smaller bucket, then to the op first in name order.
+    """
+    n_ops, n_buckets = p.seconds.shape
+    kept, skipped = np.ones(n_buckets, dtype=bool), np.zeros(n_ops, dtype=bool)
+    allowed = (max_slowdown_pct or 0.0) / 100.0 * p.pass_ms
 
     def best_move(limit):
-        now_s, now_cost = sum(_planned_s(buckets, overhead, sel).values()), _cost_ms(buckets, sel)
+        active = ~skipped
+        planned = _planned_by_op(p, kept, skipped)
+        now_s = planned.sum()
+        now_cost = float(p.value_ms[skipped].sum() + p.value_ms[active][:, ~kept].sum())
+        kp = p.present & kept[None, :]
+        count = kp.sum(axis=1)
+        base = (p.seconds * kept[None, :]).sum(axis=1) + p.fixed_s
+        # drop bucket j: op i loses seconds[i, j]; an op left with no bucket costs nothing at all
+        left = count[:, None] - kp
+        after = np.where(active[:, None] & (left > 0), base[:, None] - p.seconds * kept[None, :], 0.0)
+        saved = np.where(kept & (kept.sum() > 1), now_s - after.sum(axis=0), 0.0)
+        extra = np.where(kept, (p.value_ms * active[:, None]).sum(axis=0), 0.0)
+        moves = [(extra[j], saved[j], ("bucket", j)) for j in range(n_buckets) if kept[j] and kept.sum() > 1]
+        op_extra = (p.value_ms * kept[None, :]).sum(axis=1)
+        moves += [(op_extra[i], planned[i], ("op", i)) for i in range(n_ops) if active[i]]
         best, best_key = None, None
-        for m in moves():
-            saved = now_s - sum(_planned_s(buckets, overhead, m).values())
-            extra = _cost_ms(buckets, m) - now_cost
-            if saved <= 1e-12 or (limit is not None and _cost_ms(buckets, m) > limit + 1e-12):
+        for gain_lost, saved_s, move in moves:
+            if saved_s <= 1e-12 or (limit is not None and now_cost + gain_lost > limit + 1e-12):
                 continue
-            key = (extra / saved, -saved)
+            key = (gain_lost / saved_s, -saved_s)
             if best_key is None or key < best_key:
-                best, best_key = m, key
+                best, best_key = move, key
         return best
 
+    def apply(move) -> None:
+        kind, index = move
+        if kind == "bucket":
+            kept[index] = False
+        else:
+            skipped[index] = True
+
     while (m := best_move(allowed)) is not None:
-        sel = m
+        apply(m)
     if budget_s is not None:
-        while sum(_planned_s(buckets, overhead, sel).values()) > budget_s + 1e-9:
+        while _planned_by_op(p, kept, skipped).sum() > budget_s + 1e-9:
             m = best_move(None)
             if m is None:
                 break
-            sel = m
-    return sel
+            apply(m)
+    return _Selection(buckets={p.bucket_values[j] for j in range(n_buckets) if kept[j]},
+                      skip={p.ops[i] for i in range(n_ops) if skipped[i]})
 
 
-def _op_table(buckets: pd.DataFrame, overhead: dict, sel: _Selection, *, gain_source: str) -> pd.DataFrame:
-    planned = _planned_s(buckets, overhead, sel)
+def _op_table(buckets: pd.DataFrame, p: _Prepared, sel: _Selection) -> pd.DataFrame:
+    kept = np.array([b in sel.buckets for b in p.bucket_values], dtype=bool)
+    skipped = np.array([op in sel.skip for op in p.ops], dtype=bool)
+    planned = dict(zip(p.ops, _planned_by_op(p, kept, skipped)))
+    tuned = buckets["tuned"].to_numpy(dtype=bool)
+    per = buckets.assign(
+        pass_ms=buckets["weight"] * buckets["tuned_ms"].fillna(0.0), cost_ms=np.where(tuned, 0.0, buckets["value_ms"]),
+        prep_kept_s=np.where(tuned, buckets["prep_s"], 0.0), any_blocked=(buckets["blocked_s"] > 0).to_numpy(),
+        tuned_bucket=buckets["bucket"].where(tuned),
+    ).groupby("op", observed=True, sort=True).agg(
+        n_shapes=("shape", "nunique"), n_buckets=("bucket", "nunique"), n_tuned_buckets=("tuned_bucket", "nunique"),
+        tuning_s=("tuning_s", "sum"), pass_ms=("pass_ms", "sum"), cost_ms=("cost_ms", "sum"),
+        gained_ms=("value_ms", "sum"), jit_s=("jit_s", "sum"), prep_kept_s=("prep_kept_s", "sum"),
+        all_tuned=("tuned", "all"), any_blocked=("any_blocked", "any"))
     rows = []
-    for op, r in buckets.groupby("op", observed=True, sort=True):
-        full = float(r["tuning_s"].sum() + overhead.get(op, 0.0))
-        tuned = r["tuned"].to_numpy(dtype=bool)
-        pass_ms = float((r["weight"] * r["tuned_ms"].fillna(0.0)).sum())
-        cost = float(r.loc[~tuned, "value_ms"].sum())
-        gained = float(r["value_ms"].sum())
-        decision = ("skip" if op in sel.skip else "some buckets" if not tuned.all()
-                    else "block only" if (r["blocked_s"] > 0).any() else "full")
+    for op, r in per.iterrows():
+        full = float(r["tuning_s"]) + p.overhead.get(op, 0.0)
+        pass_ms, cost = float(r["pass_ms"]), float(r["cost_ms"])
+        decision = ("skip" if op in sel.skip else "some buckets" if not r["all_tuned"]
+                    else "block only" if r["any_blocked"] else "full")
         rows.append({
-            "op": op, "n_shapes": r["shape"].nunique(), "n_buckets": r["bucket"].nunique(),
-            "n_tuned_buckets": r.loc[tuned, "bucket"].nunique(), "full_s": full, "planned_s": planned[op],
-            "saved_s": full - planned[op], "ratio": full / planned[op] if planned[op] > 0 else np.inf,
-            "jit_s": float(r["jit_s"].sum()),
-            "prep_kept_s": float(r.loc[tuned, "prep_s"].sum()),
-            "pass_ms": pass_ms, "cost_ms": cost, "cost_pct": 100.0 * cost / pass_ms if pass_ms > 0 else 0.0,
-            "decision": decision, "verdict": _verdict(op, decision, full, gained, pass_ms, gain_source),
+            "op": op, "n_shapes": r["n_shapes"], "n_buckets": r["n_buckets"], "n_tuned_buckets": r["n_tuned_buckets"],
+            "full_s": full, "planned_s": planned[op], "saved_s": full - planned[op],
+            "ratio": full / planned[op] if planned[op] > 0 else np.inf, "jit_s": float(r["jit_s"]),
+            "prep_kept_s": float(r["prep_kept_s"]), "pass_ms": pass_ms, "cost_ms": cost,
+            "cost_pct": 100.0 * cost / pass_ms if pass_ms > 0 else 0.0, "decision": decision,
+            "verdict": _verdict(op, decision, full, float(r["gained_ms"]), pass_ms, p.gain_source),
         })
     return conform(pd.DataFrame(rows), OP_COLUMNS)
 
@@ -467,8 +613,23 @@ def _blocklist(blocked: pd.DataFrame, skip: set) -> dict[str, list]:
     for (op, runner), rows in blocked.groupby(["op", "runner"], observed=True, sort=True):
         if op in skip:
             continue
+        if "::" in str(runner):
+            raise ProfkitError(f"runner {ascii(runner)}: a runner class name holds no '::'; a blocklist key "
+                               "\"op::runner\" for it could not be read back")
         out[f"{op}::{runner}"] = [json.loads(t) for t in rows["tactic"]]
     return out
+
+
+def split_blocklist_key(key: str) -> tuple[str, str]:
+    """``"op::Runner"`` -> ``(op, runner)``; the op may hold ``::`` itself (``flashinfer::fused_moe``).
+
+    FlashInfer looks tactics up by the exact text ``f"{custom_op}::{runner class}"``, and a class
+    name never holds ``::``, so the runner is what follows the last ``::``.
+    """
+    op, sep, runner = str(key).rpartition("::")
+    if not sep or not op or not runner:
+        raise ProfkitError(f"blocklist key {ascii(key)}: expected \"op::RunnerClass\"")
+    return op, runner
 
 
 def _notes(ops: pd.DataFrame, buckets: pd.DataFrame, blocked: pd.DataFrame, sel: _Selection) -> tuple[str, ...]:
@@ -543,7 +704,7 @@ def plan_violations(plan: Plan, tables) -> pd.DataFrame:
     if c.empty:
         return conform(pd.DataFrame(), VIOLATION_COLUMNS)
     c = c.assign(shape=shapes_of(c).to_numpy())
-    blocked = {(key.split("::", 1)[0], key.split("::", 1)[1], json.dumps(t, separators=(", ", ": ")))
+    blocked = {(*split_blocklist_key(key), json.dumps(t, separators=(", ", ": ")))
                for key, ts in plan.blocklist.items() for t in ts}
     what = pd.Series(pd.NA, index=c.index, dtype="string")
     triples = list(zip(c["op"], c["runner"], c["tactic"].astype("string")))

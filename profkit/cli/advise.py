@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -48,56 +47,55 @@ def _mix(text: str) -> dict[int, float]:
 
 
 def run(args) -> int:
-    import pandas as pd
-
     from profkit import load
     from profkit.analysis.advise import advise, budget_frontier
-    from profkit.errors import ProfkitError
-    from profkit.views import advise as writers
+    from profkit.outputs import engine_plans
 
     tables = load(args.capture)
-    verify = None
-    if args.verify:
-        try:
-            verify = pd.concat([pd.read_parquet(p) for p in args.verify], ignore_index=True)
-        except (OSError, ValueError) as exc:
-            raise ProfkitError(f"--verify: cannot read {', '.join(map(str, args.verify))} ({exc})") from exc
+    verify = _read_verify(args.verify)
     plan = advise(tables, verify=verify, budget_s=args.budget_s, max_slowdown_pct=args.max_slowdown, mix=args.mix,
                   metadata=_cache_metadata(args.cache, args.capture))
-    frontier = budget_frontier(tables, verify=verify, mix=args.mix, metadata=plan.metadata)
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    blocklist = (out / "blocklist.json").resolve()
-    files = {
-        "plan.md": writers.plan_markdown(plan, frontier),
-        "plan.py": writers.python_snippet(plan, str(blocklist)),
-        "blocklist.json": writers.blocklist_json(plan),
-        "sglang_flags.txt": writers.sglang_flags(plan, str(blocklist)),
-        "vllm_env.sh": writers.vllm_env(plan, str(blocklist)),
-    }
-    for name, text in files.items():
-        (out / name).write_text(text)
-    print(writers.plan_text(plan))
+    frontier = budget_frontier(plan)
+    inputs = [*args.verify, *([args.cache] if args.cache is not None else [])]
+    engine_plans.write_plan(plan, args.out, frontier=frontier, inputs=inputs)
+    print(engine_plans.plan_text(plan))
     for verdict in plan.ops["verdict"]:
         print(f"- {verdict}")
     print("other budgets (at most Y% slower per pass):")
     print(frontier[["max_slowdown_pct", "planned_s", "ratio", "cost_pct", "skip_ops", "tuning_buckets"]]
           .round(2).to_string(index=False))
-    print(f"profkit advise: {plan!r} -> {out}", file=sys.stderr)
+    print(f"profkit advise: {plan!r} -> {args.out}", file=sys.stderr)
     return 0
+
+
+def _read_verify(paths: list[Path]):
+    """The verdict files stacked, or None; a file that is no readable parquet is named."""
+    import pandas as pd
+
+    from profkit.errors import ProfkitError
+    from profkit.sources.inputs import regular_file
+
+    frames = []
+    for path in paths:
+        try:
+            regular_file(path)
+            frames.append(pd.read_parquet(path))
+        except ProfkitError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises its own types for a damaged file
+            raise ProfkitError(f"--verify {path}: not a readable parquet file ({type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+    return pd.concat(frames, ignore_index=True) if frames else None
 
 
 def _cache_metadata(cache: Path | None, capture: Path) -> dict | None:
     """``_metadata`` of the given cache file, else of the cache.json files in or beside the capture when they agree."""
-    from profkit.errors import ParseError
+    from profkit.sources.cache import read_cache_document
 
     paths = [cache] if cache is not None else sorted({*capture.rglob("cache.json"), *capture.parent.glob("cache.json")})
     metas = []
     for path in paths:
-        try:
-            meta = json.loads(path.read_text()).get("_metadata")
-        except (OSError, ValueError, AttributeError) as exc:
-            raise ParseError(f"not a FlashInfer cache file ({exc})", path=str(path)) from exc
+        meta = read_cache_document(path).get("_metadata")
         if isinstance(meta, dict):
             metas.append(meta)
     if not metas or any(m != metas[0] for m in metas):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -21,22 +20,31 @@ def add_arguments(p) -> None:
                         "from it (default: the running FlashInfer's metadata)")
     p.add_argument("--routing", default=None,
                    help="MoE verify tables: the routing whose timings choose the picks (default: tuner)")
-    p.add_argument("--out", type=Path, required=True, help="the cache file to write")
+    p.add_argument("--prefer", choices=("fastest",), default=None,
+                   help="when verify tables of several runs pick differently for one cache key: keep the pick "
+                        "with the lowest serving median (default: refuse, naming the key)")
+    p.add_argument("--out", type=Path, required=True, help="the cache file to write (never one of the inputs)")
 
 
 def run(args) -> int:
     from profkit.analysis.verify import repair_picks
+    from profkit.outputs import atomic
+    from profkit.outputs.flashinfer_cache import cache_file, usable_timings, write_cache_file
+    from profkit.sources.cache import read_cache_document
     from profkit.sources.verify import read_verify
-    from profkit.views.repair import cache_file
 
-    picks = repair_picks(read_verify(*args.verify), routing=args.routing)
+    inputs = [*args.verify, *args.like]
+    atomic.refuse_inputs([args.out], inputs)
+    verify, set_aside = usable_timings(read_verify(*args.verify))
+    for reason in set_aside:
+        print(f"profkit repair: set aside {reason}: they choose no pick", file=sys.stderr)
+    picks = repair_picks(verify, routing=args.routing)
     like: dict = {}
     for path in args.like:
-        like.update(json.loads(path.read_text()))
+        like.update(read_cache_document(path))
     metadata = like.pop("_metadata", None) or _running_metadata()
-    content = cache_file(picks, metadata=metadata, like=like)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(content, indent=2) + "\n")
+    content = cache_file(picks, metadata=metadata, like=like, prefer=args.prefer)
+    write_cache_file(args.out, content, inputs=inputs)
     kept = int((picks["runner"] == picks["tuner_runner"]).sum() if len(picks) else 0)
     to_default = int(picks["reason"].str.startswith("nothing").sum()) if len(picks) else 0
     print(f"profkit repair: {len(content) - 1} buckets ({to_default} back to the default, "

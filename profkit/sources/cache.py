@@ -281,6 +281,26 @@ def read_cache(path, *, strict: bool = False) -> schema.Tables:
                          tuning=schema.empty("tuning"), runs=schema.frame("runs", runs))
 
 
+def read_cache_document(path: str | os.PathLike) -> dict:
+    """A v1 cache file's JSON object (``_metadata`` and entries), read within profkit's JSON size bound.
+
+    For commands that take a cache file's ``_metadata`` or entries as given (``repair --like``,
+    ``advise --cache``); :func:`read_cache` is the reader that turns one into tables.
+
+    Raises:
+        ParseError: naming the file, when it is missing, no regular file (a FIFO is refused, not
+            waited on), too large, not JSON, not a JSON object, or its ``_metadata`` is not an
+            object of strings.
+    """
+    doc, _ = load_json(Input(name=str(path), path=os.fspath(path)))
+    if not isinstance(doc, dict):
+        raise ParseError(f"{_NOT_A_CACHE}; found a JSON {type(doc).__name__}", path=str(path))
+    meta = doc.get("_metadata")
+    if meta is not None and not (isinstance(meta, dict) and all(isinstance(v, str) for v in meta.values())):
+        raise ParseError('"_metadata" is not a JSON object of strings, as FlashInfer writes it', path=str(path))
+    return doc
+
+
 class _NotACache(ParseError):
     """A JSON file that is no FlashInfer cache (skipped when found by a directory scan)."""
 

@@ -272,6 +272,26 @@ def decode(data: bytes) -> tuple[str, int | None]:
         return data.decode("utf-8-sig", errors="replace"), data.count(b"\n", 0, exc.start) + 1
 
 
+def regular_file(path: str | os.PathLike) -> None:
+    """Raise unless ``path`` is a regular file (after symlinks), without opening it or blocking on it.
+
+    For readers that open files themselves (pyarrow): a FIFO would block them, a device never end.
+
+    Raises:
+        ParseError: naming the file, when it is missing, a folder, a FIFO, a device or a socket.
+    """
+    with open_regular(path):
+        pass
+
+
+def open_regular(path: str | os.PathLike):
+    """The file opened for reading as a raw binary stream, refused unless it is a regular file.
+
+    Opened with ``O_NONBLOCK``, so a FIFO is refused instead of waited on.
+    """
+    return _open_regular(os.fspath(path))
+
+
 def _open_regular(path: str):
     """A raw binary file; refuses what is not a regular file before reading a byte from it."""
     try:

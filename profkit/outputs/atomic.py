@@ -1,0 +1,261 @@
+"""The one way profkit writes a file: whole or not at all, never through a planted symlink.
+
+Every output goes through :func:`write_bytes` (or its text / JSON / set forms):
+
+- the content goes to a new temporary file in the target's own folder (``O_CREAT | O_EXCL |
+  O_NOFOLLOW``, so nothing planted there is opened), is fsynced, and is renamed over the target;
+  the folder is fsynced after. A reader, a second writer, a crash or a full disk therefore sees
+  the old file or the new one, never a mix or a cut; a failed write leaves the old file as it was
+  and removes its temporary file.
+- ``rename`` replaces a symlink standing at the target instead of writing through it, so a link
+  planted where an output goes never redirects the write to the link's target.
+- ``inputs``: a target that is one of the command's input files (``repair --like X --out X``, by
+  path or by inode: a hard link or a symlink to it) is refused before anything is written.
+- :func:`write_set` writes the files of one output folder (``profkit advise --out``) under an
+  exclusive lock on the folder: two writers on one folder take turns, so the folder ends up
+  holding one writer's whole set, never files of both.
+
+Every failure is a :class:`~profkit.errors.ProfkitError` naming the file and the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import secrets
+import stat
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping
+
+from profkit.errors import ProfkitError
+
+__all__ = ["refuse_inputs", "write_bytes", "write_json", "write_set", "write_text"]
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes, *, inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """Write ``data`` to ``path`` atomically (see the module docstring); return the path.
+
+    Args:
+        path: the file to write; missing parent folders are created.
+        data: the whole content.
+        inputs: files the command read; writing over one of them is refused.
+
+    Raises:
+        ProfkitError: naming ``path``, when it is a folder or one of ``inputs``, or the write fails
+            (read-only or full disk, no permission).
+    """
+    path = Path(path)
+    folder = _folder_of(path)
+    refuse_inputs([path], inputs)
+    _write_into(folder, path, data)
+    _fsync_folder(folder)
+    return path
+
+
+def write_text(path: str | os.PathLike, text: str, *, inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """:func:`write_bytes` of ``text`` as UTF-8 (lone surrogates are refused by the encoder)."""
+    return write_bytes(path, _utf8(text, path), inputs=inputs)
+
+
+def write_json(path: str | os.PathLike, document, *, inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """:func:`write_text` of ``document`` as indented JSON; NaN and infinity are refused (not JSON)."""
+    return write_text(path, dumps_json(document, path), inputs=inputs)
+
+
+def dumps_json(document, path: str | os.PathLike = "<json>") -> str:
+    """``document`` as indented JSON text with a final newline; ProfkitError for NaN or infinity."""
+    try:
+        return json.dumps(document, indent=2, allow_nan=False) + "\n"
+    except (ValueError, TypeError) as exc:
+        raise ProfkitError(f"{path}: cannot be written as JSON ({exc})") from None
+
+
+def write_set(folder: str | os.PathLike, files: Mapping[str, str | bytes], *,
+              inputs: Iterable[str | os.PathLike] = ()) -> list[Path]:
+    """Write several files into one folder as one set: each atomically, the set under the folder's lock.
+
+    Every file is first written to its temporary file; only when all are on disk are they renamed
+    into place, while an exclusive ``flock`` on the folder keeps another :func:`write_set` on the
+    same folder out. So a failure (a full disk) leaves the old set, and two writers leave one set.
+
+    Args:
+        folder: the output folder (created when missing).
+        files: file name (no folder part) -> content (text is written as UTF-8).
+        inputs: files the command read; writing over one of them is refused.
+
+    Returns:
+        The paths written, in the order of ``files``.
+
+    Raises:
+        ProfkitError: naming the folder or file, as :func:`write_bytes`.
+    """
+    folder = Path(folder)
+    _make_folder(folder)
+    targets = []
+    for name in files:
+        if not name or name in (".", "..") or "/" in name or "\0" in name or os.sep in name:
+            raise ProfkitError(f"{folder}: {name!r} is not a file name")
+        targets.append(folder / name)
+    for target in targets:
+        _refuse_folder(target)
+    refuse_inputs(targets, inputs)
+    contents = [files[t.name] if isinstance(files[t.name], bytes) else _utf8(files[t.name], t) for t in targets]
+    with _locked(folder):
+        staged: list[tuple[str, Path]] = []
+        try:
+            for target, data in zip(targets, contents):
+                staged.append((_stage(folder, target, data), target))
+            for tmp, target in staged:
+                _rename(tmp, target)
+        finally:
+            for tmp, _ in staged:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+        _fsync_folder(folder)
+    return targets
+
+
+def refuse_inputs(outputs: Iterable[str | os.PathLike], inputs: Iterable[str | os.PathLike]) -> None:
+    """Raise when an output would replace one of the inputs (same path, or the same file by inode).
+
+    A symlink standing at an output is not followed (it would be replaced, not written through),
+    so only the output's own directory entry is compared.
+
+    Raises:
+        ProfkitError: naming the output and the input it would overwrite.
+    """
+    inputs = [Path(p) for p in inputs]
+    if not inputs:
+        return
+    seen = {}
+    for given in inputs:
+        with contextlib.suppress(OSError):
+            st = os.stat(given)
+            seen[(st.st_dev, st.st_ino)] = given
+    for out in map(Path, outputs):
+        same = next((given for given in inputs if _same_name(out, given)), None)
+        if same is None:
+            try:
+                st = os.lstat(out)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                same = seen.get((st.st_dev, st.st_ino))
+        if same is not None:
+            raise ProfkitError(f"{out}: the output would overwrite the input {same}; choose another --out")
+
+
+def _same_name(a: Path, b: Path) -> bool:
+    with contextlib.suppress(OSError, ValueError):
+        return os.path.realpath(a.parent) == os.path.realpath(b.parent) and a.name == b.name
+    return False
+
+
+def _utf8(text: str, path) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ProfkitError(f"{path}: holds text that is not valid Unicode ({exc.reason}); not written") from None
+
+
+def _folder_of(path: Path) -> Path:
+    if not path.name or path.name in (".", ".."):
+        raise ProfkitError(f"{path}: not a file name")
+    folder = path.parent
+    _make_folder(folder)
+    _refuse_folder(path)
+    return folder
+
+
+def _refuse_folder(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            raise ProfkitError(f"{path}: is a folder; give a file name to write")
+
+
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ProfkitError(f"{folder}: exists and is not a folder; give a folder to write into") from None
+    except OSError as exc:
+        raise ProfkitError(f"{folder}: cannot create the folder ({exc.strerror or exc})") from None
+    if not folder.is_dir():
+        raise ProfkitError(f"{folder}: exists and is not a folder; give a folder to write into")
+
+
+def _write_into(folder: Path, target: Path, data: bytes) -> None:
+    tmp = _stage(folder, target, data)
+    try:
+        _rename(tmp, target)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _stage(folder: Path, target: Path, data: bytes) -> str:
+    """Write ``data`` to a new fsynced temporary file beside ``target``; return its path."""
+    tmp = str(folder / f".{target.name[:80]}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o666)
+    except OSError as exc:
+        raise _failed(target, exc) from None
+    try:
+        with open(fd, "wb", closefd=True) as f:
+            view = memoryview(data)
+            while view:
+                view = view[f.write(view):]
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _failed(target, exc) from None
+    return tmp
+
+
+def _rename(tmp: str, target: Path) -> None:
+    try:
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise _failed(target, exc) from None
+
+
+def _failed(target: Path, exc: OSError) -> ProfkitError:
+    why = {errno.ENOSPC: "no space left on the disk", errno.EROFS: "the disk is read-only",
+           errno.EDQUOT: "over the disk quota"}.get(exc.errno, exc.strerror or str(exc))
+    return ProfkitError(f"{target}: cannot write ({why}); the previous file, if any, is unchanged")
+
+
+def _fsync_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """An exclusive flock on the folder itself (no lock file left behind)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: each file is still atomic
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    except OSError as exc:
+        raise ProfkitError(f"{folder}: cannot open the folder to write into it ({exc.strerror or exc})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
