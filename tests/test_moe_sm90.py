@@ -247,3 +247,27 @@ def test_moe_gpu_programs_exit_2_with_one_line_without_a_cuda_gpu(argv, tmp_path
 
 def test_flashinfer_autotuner_is_left_clean(tuner):
     assert AutoTuner.get() is tuner
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent.name for p in MOE.glob("*/capture")))
+def test_shipped_moe_captures_keep_flashinfers_argmin_and_their_provenance(folder):
+    t = schema.load(MOE / folder / "capture")
+    won = t.winners[t.winners["source"] == "profiled"]
+    assert sorted(won["bucket"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 768, 1024, 1280, 1536, 1792, 2048,
+                                     2560, 3072, 3584, 4096]
+    best = t.candidates.groupby("profile")["time_ms"].min()
+    assert (won.set_index("profile")["time_ms"] == best.reindex(won["profile"]).to_numpy()).all()
+    env = t.env
+    assert env["gpu"] == "NVIDIA H200" and env["flashinfer"] == "0.7.2.post1" and env["command"]
+
+
+def test_the_debug_log_of_a_real_moe_tuning_reads_as_its_capture():
+    from profkit.sources.logs import read_log
+
+    log = read_log(QWEN_R0 / "debug.log")
+    cap = schema.load(QWEN_R0 / "capture")
+    assert len(log.candidates) == len(cap.candidates) == 1840
+    both = log.winners.merge(cap.winners, on="bucket", suffixes=("_log", "_cap"))
+    assert len(both) == 20 and (both["tactic_log"] == both["tactic_cap"]).all()
+    cache = profkit.read_cache(QWEN_R0 / "cache.json")
+    assert set(cache.winners["tactic"]) == set(cap.winners["tactic"])  # list-of-list tactics in FlashInfer's JSON
