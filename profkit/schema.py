@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from profkit.errors import ProfkitError, SchemaError
@@ -48,24 +49,27 @@ _COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("timing", "string", "how FlashInfer timed it, e.g. 'cuda_graph, cold L2, median of 10'"),
         ("source", "string", "flashinfer (FlashInfer's own candidate) or default (profkit's)"),
     ),
+    # What a reader looks at first (which pick, how fast, against the default) leads; ids come last.
     "winners": (
-        ("run_id", "string", "run that recorded the row"),
-        ("rank", "Int64", "tensor-parallel rank, when known"),
-        ("call", "Int64", "tuning call within the run"),
         ("op", "string", "FlashInfer custom_op"),
         ("profile", "string", "nearest profile: the shapes FlashInfer stores the winner under"),
         ("bucket", "Int64", "bucketed value of the first dynamic dimension"),
-        ("bucket_key", "string", "all dynamic dimensions' bucket values"),
         ("runner", "string", "chosen runner class"),
         ("tactic", "string", "chosen tactic, canonical JSON text"),
         ("time_ms", "float64", "the chosen candidate's measured time; NaN if not profiled here"),
+        ("default_time_ms", "float64", "runners[0] tactic -1 timed by the tuner's own timer"),
+        ("speedup", "float64", "default_time_ms / time_ms, above 1 when the pick timed faster than the default; "
+                               "derived from the two (never stored apart from them), NaN when either is missing"),
         ("status", "string", "status of the chosen candidate (fallback = it ran tactic -1)"),
         ("source", "string", "profiled, cache_file, cached (earlier call), store (an autotune_v2 store hit) or fallback"),
         ("reason", "string", "why a fallback winner: oom_abort, no_valid_tactic; else empty"),
-        ("extras", "string", "runner's cache-key extras, part of FlashInfer's key"),
         ("default_runner", "string", "runners[0]: what runs untuned (with tactic -1)"),
-        ("default_time_ms", "float64", "runners[0] tactic -1 timed by the tuner's own timer"),
+        ("bucket_key", "string", "all dynamic dimensions' bucket values"),
+        ("extras", "string", "runner's cache-key extras, part of FlashInfer's key"),
         ("timing", "string", "how the times were measured"),
+        ("run_id", "string", "run that recorded the row"),
+        ("rank", "Int64", "tensor-parallel rank, when known"),
+        ("call", "Int64", "tuning call within the run"),
     ),
     "tuning": (
         ("run_id", "string", "run that recorded the row"),
@@ -177,6 +181,22 @@ _COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
     ),
 }
 
+
+
+def _ratio(frame: pd.DataFrame, numerator: str, denominator: str) -> pd.Series:
+    """``numerator / denominator`` where both are finite and positive, else NaN."""
+    top = pd.to_numeric(frame[numerator], errors="coerce").astype("float64")
+    bottom = pd.to_numeric(frame[denominator], errors="coerce").astype("float64")
+    usable = (top > 0) & (bottom > 0) & np.isfinite(top) & np.isfinite(bottom)
+    return (top / bottom).where(usable)
+
+
+# Columns computed from others each time a frame is conformed, so they always agree with them (a saved
+# value is recomputed on load, and files written before the column existed gain it): table -> column ->
+# (the columns it is computed from, how).
+_DERIVED = {"winners": {"speedup": (("default_time_ms", "time_ms"),
+                                    lambda f: _ratio(f, "default_time_ms", "time_ms"))}}
+
 # The tables a Tables holds (op_timings and engine results travel beside them).
 TABLES = ("candidates", "winners", "tuning", "runs")
 
@@ -214,6 +234,9 @@ def conform(df: pd.DataFrame, table: str) -> pd.DataFrame:
     Columns already in their dtype are shared with ``df``, not copied.
     """
     validate(df, table)
+    derived = {name: how(df) for name, (_, how) in _DERIVED.get(table, {}).items()}
+    if derived:
+        df = df.assign(**derived)
     required = columns(table)
     out = df[list(required) + [c for c in df.columns if c not in required]]
     converted = {name: as_dtype(out[name], dtype, table) for name, dtype, _ in _spec(table)
@@ -233,7 +256,8 @@ def conform_columns(frame: pd.DataFrame, dtypes: dict[str, str], table: str = ""
 
 def validate(df: pd.DataFrame, table: str) -> None:
     """Raise SchemaError naming the missing columns when ``df`` is not a ``table`` frame."""
-    missing = tuple(c for c in columns(table) if c not in df.columns)
+    derived = _DERIVED.get(table, {})
+    missing = tuple(c for c in columns(table) if c not in df.columns and c not in derived)
     if missing:
         raise SchemaError(f"missing columns {', '.join(missing)}", table=table, columns=missing)
 
@@ -312,19 +336,66 @@ class Tables:
         return path
 
     def __repr__(self) -> str:
-        ops = sorted(self.candidates["op"].dropna().unique()) or sorted(self.winners["op"].dropna().unique())
         gpus = sorted(self.runs["gpu"].dropna().unique())
         versions = sorted(self.runs["flashinfer"].dropna().unique())
-        return (
-            f"Tables  {len(self.runs)} run(s)  gpu={', '.join(gpus) or '?'}  "
-            f"flashinfer={', '.join(versions) or '?'}\n"
-            f"  candidates {len(self.candidates):>7} rows\n"
-            f"  winners    {len(self.winners):>7} rows\n"
-            f"  tuning     {len(self.tuning):>7} rows\n"
-            f"  ops        {', '.join(ops) or '-'}"
-            + (f"\n  WARNING: {len(self.problems)} file(s) could not be read and were skipped; see .problems"
-               if self.problems else "")
-        )
+        lines = [f"Tables  {_count(len(self.runs), 'run')}  gpu={', '.join(gpus) or '?'}  "
+                 f"flashinfer={', '.join(versions) or '?'}", *summary_lines(self)]
+        if self.problems:
+            lines.append(f"  WARNING: {len(self.problems)} file(s) could not be read and were skipped; see .problems")
+        return "\n".join(lines)
+
+
+def summary_lines(tables: Tables) -> list[str]:
+    """The body of a Tables repr (also a live capture's): a line per op, then the row counts."""
+    return ["  " + line for line in _text_table(_per_op(tables))] + [
+        f"  rows: candidates {len(tables.candidates)}, winners {len(tables.winners)}, tuning {len(tables.tuning)}"]
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _per_op(tables: Tables) -> list[dict[str, str]]:
+    """What the repr shows per op: buckets, FlashInfer's candidates timed and failed, winners, top-level
+    tuning seconds and the winners' median speedup over the default."""
+    cand = tables.candidates[tables.candidates["source"].fillna("flashinfer") != "default"]
+    winners, tuning = tables.winners, tables.tuning
+    calls = tuning[(tuning["kind"] == "call") & tuning["parent_call"].isna()]
+    rows = []
+    for op in sorted({*cand["op"].dropna(), *winners["op"].dropna()}):
+        c, w = cand[cand["op"] == op], winners[winners["op"] == op]
+        buckets = sorted((w if len(w) else c)["bucket"].dropna().unique())
+        spent = calls.loc[calls["op"] == op, "wall_s"].dropna()
+        speedup = w["speedup"].median()
+        rows.append({
+            "op": op,
+            "buckets": "-" if not buckets else str(buckets[0]) if len(buckets) == 1 else
+            f"{len(buckets)}: {buckets[0]} to {buckets[-1]}",
+            "candidates": str(len(c)),
+            "failed": str(int((c["status"].fillna("ok") != "ok").sum())),
+            "winners": str(len(w)),
+            "tuning": _seconds(spent.sum()) if len(spent) else "-",
+            "median speedup": "-" if pd.isna(speedup) else f"{speedup:.3f}x",
+        })
+    return rows
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.0f} s" if s >= 100 else f"{s:.1f} s" if s >= 1 else f"{s:.3f} s"
+
+
+def _text_table(rows: list[dict[str, str]]) -> list[str]:
+    """Rows as aligned text lines under a header: the first two columns left-aligned, the rest right-aligned."""
+    if not rows:
+        return []
+    names = list(rows[0])
+    widths = {n: max(len(n), *(len(r[n]) for r in rows)) for n in names}
+
+    def line(cells: dict[str, str]) -> str:
+        return "  ".join(cells[n].ljust(widths[n]) if i < 2 else cells[n].rjust(widths[n])
+                         for i, n in enumerate(names)).rstrip()
+
+    return [line({n: n for n in names}), *map(line, rows)]
 
 
 def write_parquet(frame: pd.DataFrame, target: Path) -> Path:

@@ -1,4 +1,4 @@
-"""The tables' schema and the lossless parquet round trip."""
+"""The tables' schema, the lossless parquet round trip, the layering, and what the tables print."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -79,3 +80,75 @@ print(len(names))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) >= 35  # every module, not a few
+
+
+# -- what a user reads first: winners' columns and the reprs ---------------------------------------------
+GOLDEN = Path(__file__).resolve().parent / "data" / "golden"
+
+
+def test_winners_lead_with_what_a_user_reads_and_end_with_ids():
+    cols = schema.columns("winners")
+    assert cols[:8] == ("op", "profile", "bucket", "runner", "tactic", "time_ms", "default_time_ms", "speedup")
+    assert cols[-3:] == ("run_id", "rank", "call")
+
+
+def test_speedup_is_derived_from_the_two_times_and_recomputed(tmp_path):
+    w = schema.frame("winners", [{"op": "g", "time_ms": 0.5, "default_time_ms": 0.6, "speedup": 99.0},
+                                 {"op": "g", "time_ms": 0.5, "default_time_ms": None},
+                                 {"op": "g", "time_ms": 0.0, "default_time_ms": 0.6},
+                                 {"op": "g", "time_ms": float("inf"), "default_time_ms": 0.6}])
+    assert w["speedup"].iloc[0] == pytest.approx(1.2) and w["speedup"].iloc[1:].isna().all()
+    # A file written before the column existed gains it on load.
+    old = small_tables()
+    old.save(tmp_path / "t")
+    pd.read_parquet(tmp_path / "t" / "winners.parquet").drop(columns="speedup").to_parquet(
+        tmp_path / "t" / "winners.parquet")
+    back = profkit.load(tmp_path / "t")
+    pd.testing.assert_frame_equal(back.winners, old.winners)
+    schema.validate(old.winners.drop(columns="speedup"), "winners")  # derived: never required of an input
+
+
+def small_tables() -> profkit.Tables:
+    """Two ops, a failed candidate, profkit's default timing rows, a tuning call per op."""
+    cand = [{"run_id": "r", "op": op, "bucket": b, "runner": r, "tactic": t, "time_ms": ms, "status": st, "source": src}
+            for op, b, r, t, ms, st, src in [
+                ("fp8_gemm", 1, "Cublas", "0", 0.010, "ok", "flashinfer"), ("fp8_gemm", 1, "Cudnn", "[1]", None,
+                                                                             "failed", "flashinfer"),
+                ("fp8_gemm", 1, "Cublas", "-1", 0.011, "ok", "default"), ("fp8_gemm", 64, "Cublas", "0", 0.020, "ok",
+                                                                         "flashinfer"),
+                ("fp8_gemm", 64, "Cudnn", "[1]", 0.018, "ok", "flashinfer"), ("bf16_gemm", 8, "Tinygemm", "2", 0.030,
+                                                                              "ok", "flashinfer")]]
+    win = [{"run_id": "r", "op": "fp8_gemm", "bucket": 1, "runner": "Cublas", "tactic": "0", "time_ms": 0.010,
+            "default_time_ms": 0.011},
+           {"run_id": "r", "op": "fp8_gemm", "bucket": 64, "runner": "Cudnn", "tactic": "[1]", "time_ms": 0.018,
+            "default_time_ms": 0.020},
+           {"run_id": "r", "op": "bf16_gemm", "bucket": 8, "runner": "Tinygemm", "tactic": "2", "time_ms": 0.030}]
+    tuning = [{"run_id": "r", "kind": "call", "op": "fp8_gemm", "call": 1, "wall_s": 128.4},
+              {"run_id": "r", "kind": "profile", "op": "fp8_gemm", "call": 1, "wall_s": 60.0},
+              {"run_id": "r", "kind": "call", "op": "bf16_gemm", "call": 2, "wall_s": 0.25}]
+    return profkit.Tables(candidates=schema.frame("candidates", cand), winners=schema.frame("winners", win),
+                          tuning=schema.frame("tuning", tuning),
+                          runs=schema.frame("runs", [{"run_id": "r", "gpu": "NVIDIA H200",
+                                                      "flashinfer": "0.7.2.post1"}]),
+                          problems=("r/x.parquet: truncated",))
+
+
+def test_tables_repr_says_what_is_inside():
+    text = repr(small_tables())
+    golden = GOLDEN / "tables_repr.txt"
+    if os.environ.get("PROFKIT_UPDATE_GOLDEN"):
+        golden.write_text(text + "\n")
+    assert text + "\n" == golden.read_text(), "rerun with PROFKIT_UPDATE_GOLDEN=1 to regenerate"
+
+
+def test_a_capture_prints_its_ops_buckets_and_failures(tuner):
+    from profkit import testing as T
+
+    with profkit.capture() as cap:
+        T.tune("toy_gemm", [T.ToyCublasRunner(), T.ToyCudnnRunner()], m=64)
+        assert repr(cap).startswith(f"Capture {cap.run_id} (recording)")
+    lines = repr(cap).splitlines()
+    assert lines[0].startswith(f"Capture {cap.run_id} (closed)") and "0x" not in repr(cap)
+    assert lines[1].split() == ["op", "buckets", "candidates", "failed", "winners", "tuning", "median", "speedup"]
+    assert lines[2].split()[:8] == ["toy_gemm", "7:", "1", "to", "64", "35", "14", "7"]  # 5 tactics x 7, 2 fail each
+    assert lines[3] == "  rows: candidates 42, winners 7, tuning 8"

@@ -531,6 +531,17 @@ class Capture:
         """Write the capture as profkit tables (see :meth:`profkit.schema.Tables.save`)."""
         return self.tables().save(path)
 
+    def __repr__(self) -> str:
+        state = "recording" if self in _RECORDER.captures else "closed"
+        env = self._env or {}  # not collected here when deferred: probing CUDA would break a later fork
+        lines = [f"Capture {self.run_id} ({state})  gpu={env.get('gpu') or '?'}  "
+                 f"flashinfer={env.get('flashinfer') or '?'}",
+                 *schema.summary_lines(self.tables(runs=False))]
+        if self.problems:
+            lines.append(f"  WARNING: {len(self.problems)} tuning call(s) could not be recorded (FlashInfer was "
+                         "unaffected); see .problems")
+        return "\n".join(lines)
+
 
 def capture(*, tune: bool = False, cache: str | None = None, time_default: bool = True,
             run_id: str | None = None) -> Capture:
