@@ -31,7 +31,7 @@ from typing import Iterable, Iterator, Mapping
 
 from profkit.errors import ProfkitError
 
-__all__ = ["refuse_inputs", "write_bytes", "write_json", "write_set", "write_text"]
+__all__ = ["make_folder", "refuse_inputs", "write_bytes", "write_json", "write_set", "write_text"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -96,7 +96,7 @@ def write_set(folder: str | os.PathLike, files: Mapping[str, str | bytes], *,
         ProfkitError: naming the folder or file, as :func:`write_bytes`.
     """
     folder = Path(folder)
-    _make_folder(folder)
+    make_folder(folder)
     targets = []
     for name in files:
         if not name or name in (".", "..") or "/" in name or "\0" in name or os.sep in name:
@@ -168,7 +168,7 @@ def _folder_of(path: Path) -> Path:
     if not path.name or path.name in (".", ".."):
         raise ProfkitError(f"{path}: not a file name")
     folder = path.parent
-    _make_folder(folder)
+    make_folder(folder)
     _refuse_folder(path)
     return folder
 
@@ -179,7 +179,9 @@ def _refuse_folder(path: Path) -> None:
             raise ProfkitError(f"{path}: is a folder; give a file name to write")
 
 
-def _make_folder(folder: Path) -> None:
+def make_folder(folder: str | os.PathLike) -> Path:
+    """Create ``folder`` (and its parents) if missing; ProfkitError when it is a file or cannot be made."""
+    folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
@@ -188,6 +190,7 @@ def _make_folder(folder: Path) -> None:
         raise ProfkitError(f"{folder}: cannot create the folder ({exc.strerror or exc})") from None
     if not folder.is_dir():
         raise ProfkitError(f"{folder}: exists and is not a folder; give a folder to write into")
+    return folder
 
 
 def _write_into(folder: Path, target: Path, data: bytes) -> None:

@@ -59,7 +59,8 @@ from profkit.analysis import step as step_analysis
 from profkit.analysis import verify as verify_analysis
 from profkit.analysis.overview import Overview, overview
 from profkit.errors import ProfkitError
-from profkit.views import _format, _style
+from profkit.outputs import atomic
+from profkit.views import _format, _html, _style
 from profkit.views._candidates import plot_candidates
 from profkit.views._compare import plot_diff, plot_rank_divergence, plot_winner_flips
 from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_change
@@ -86,6 +87,9 @@ class FigureSpec:
     caption: str
     draw: Callable[[], Figure]
 
+    def __post_init__(self):  # the name becomes a file name and an HTML id: op and model names are not safe
+        object.__setattr__(self, "name", _html.slug(self.name))
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Table:
@@ -106,6 +110,9 @@ class Table:
     ascending: bool = False
     top: int = _TOP
     what: str = ""
+
+    def __post_init__(self):  # the name becomes a file name and a link
+        object.__setattr__(self, "name", _html.slug(self.name))
 
     def shown(self) -> pd.DataFrame:
         f = self.frame
@@ -185,7 +192,7 @@ class ReportContext:
 
     def figure(self, name: str) -> str:
         """A Markdown link to a figure of the page by its name."""
-        return f"[{name.replace('_', ' ')}](#fig-{name})"
+        return f"[{name.replace('_', ' ')}](#fig-{_html.slug(name)})"
 
 
 def _count(n: int, noun: str) -> str:
@@ -945,7 +952,7 @@ def build_report(data, out: str | Path, *, results: Overview | None = None,
                 raise ProfkitError(f"unknown figure(s) {', '.join(unknown)}; this data has {', '.join(names)}")
             built = [dataclasses.replace(s, figures=tuple(f for f in s.figures if f.name in only)) for s in built]
         bar.total = 2 + sum(len(s.figures) for s in built)
-        out.mkdir(parents=True, exist_ok=True)
+        atomic.make_folder(out)
         written: list[Path] = []
         pngs: dict[str, bytes] = {}
         for spec in (f for s in built for f in s.figures):
@@ -957,9 +964,11 @@ def build_report(data, out: str | Path, *, results: Overview | None = None,
                     buf = io.BytesIO()
                     fig.savefig(buf, format="png", dpi=_style.DPI, metadata=_metadata("png"))
                     pngs[spec.name] = buf.getvalue()
-                    path.write_bytes(pngs[spec.name])
+                    atomic.write_bytes(path, pngs[spec.name])
                 else:
-                    fig.savefig(path, format=fmt, dpi=_style.DPI, metadata=_metadata(fmt))
+                    buf = io.BytesIO()
+                    fig.savefig(buf, format=fmt, dpi=_style.DPI, metadata=_metadata(fmt))
+                    atomic.write_bytes(path, buf.getvalue())
                 written.append(path)
             if index and spec.name not in pngs:
                 buf = io.BytesIO()
@@ -970,13 +979,13 @@ def build_report(data, out: str | Path, *, results: Overview | None = None,
         bar.set_postfix_str("pages")
         for table in (t for s in built for t in s.tables):
             path = out / f"{table.name}.csv"
-            table.frame.to_csv(path, index=False)
+            atomic.write_text(path, table.frame.to_csv(index=False))
             written.append(path)
         img = "png" if "png" in formats else formats[0]
         md = out / "index.md"
-        md.write_text(markdown_page(data, built, img=img), encoding="utf-8")
+        atomic.write_text(md, markdown_page(data, built, img=img))
         page = out / "index.html"
-        page.write_text(html_page(data, built, pngs), encoding="utf-8")
+        atomic.write_text(page, html_page(data, built, pngs))
         written += [md, page]
     bar.update()
     bar.close()
@@ -1023,7 +1032,7 @@ def markdown_page(data, sections: Sequence[Section], *, img: str = "png") -> str
                 parts += [markdown_table(table), ""]
             else:
                 parts += [table.footer(), ""]
-    return "\n".join(parts)
+    return _html.markdown_safe("\n".join(parts))  # names from captures carry no HTML into index.md
 
 
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
@@ -1083,10 +1092,8 @@ def _b64(data: bytes) -> str:
 
 
 def _inline(escaped: str) -> str:
-    """`code`, **bold** and [text](href) in already escaped text."""
-    escaped = re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
-    escaped = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", escaped)
-    return re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r"<a href='\2'>\1</a>", escaped)
+    """`code`, **bold** and [text](href) in already escaped text; only http(s) and relative links."""
+    return _html.inline(escaped)
 
 
 def _html_text(text: str) -> str:
