@@ -372,7 +372,8 @@ def test_a_list_of_logs_keeps_the_readable_ones(tmp_path, how):
     bad = tmp_path / "rank1.log"
     if how != "missing":
         make_unreadable(bad, how)
-    tables = profkit.read_log([CPU_LOG, bad])
+    with pytest.warns(UserWarning, match="rank1.log"):
+        tables = profkit.read_log([CPU_LOG, bad])
     alone = profkit.read_log(CPU_LOG)
     assert len(tables.candidates) == len(alone.candidates) and len(tables.winners) == len(alone.winners)
     assert tables.report["file"].astype(str).str.contains("rank1.log").any()

@@ -54,10 +54,17 @@ def available() -> list[str]:
 
 
 def load_model(name: str) -> ModelConfig:
-    """The shipped config ``name`` (see :func:`available`)."""
+    """The shipped config ``name`` (see :func:`available`).
+
+    Only the shipped names are read: a name from a data file (``/abs/x``, ``../x``) never makes
+    this read a file outside the package.
+
+    Raises:
+        ProfkitError: for a name that is not a shipped config.
+    """
+    if not isinstance(name, str) or name not in available():
+        raise ProfkitError(f"no model config {str(name)[:200]!r}; shipped configs: {', '.join(available())}")
     path = resources.files(__name__) / f"{name}.json"
-    if not path.is_file():
-        raise ProfkitError(f"no model config {name!r}; shipped configs: {', '.join(available())}")
     raw = json.loads(path.read_text())
     fields = {f.name for f in dataclasses.fields(ModelConfig)}
     return ModelConfig(**{k: v for k, v in raw.items() if k in fields})

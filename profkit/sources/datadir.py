@@ -12,7 +12,6 @@ analyses and the report never open a file. A file that cannot be read is named i
 from __future__ import annotations
 
 import dataclasses
-import json
 import warnings
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -21,6 +20,7 @@ import pandas as pd
 
 from profkit import schema
 from profkit.errors import ProfkitError
+from profkit.sources.inputs import Input, as_int, regular_file
 
 
 def shipped_root() -> Path:
@@ -116,12 +116,8 @@ def read_datadir(path: str | Path, *, bench: Sequence[str | Path] = ()) -> DataD
     steps, others, captures = _steps(root, problems)
     models = sorted({model for model, _ in captures})
     linears, layers = _models(models)
-    provenance = {}
-    for p in sorted(root.rglob("provenance.json")):
-        try:
-            provenance[_rel(p.parent, root)] = json.loads(p.read_text())
-        except (OSError, ValueError) as exc:
-            problems.append(f"{p}: {type(exc).__name__}: {exc}")
+    tables = _masked_commands(tables)
+    provenance = _provenance(root, problems)
     bench_frame, bench_notes = _bench(bench, problems)
     data = DataDir(root=root, tables=tables, op_timings=op_timings, step=steps, step_other=others,
                    step_captures=captures, linears=linears, model_layers=layers,
@@ -135,6 +131,43 @@ def read_datadir(path: str | Path, *, bench: Sequence[str | Path] = ()) -> DataD
     return data
 
 
+def _provenance(root: Path, problems: list) -> dict[str, dict]:
+    """Each provenance.json under the root, by folder; one that is no JSON object (with an ``env`` object) is named.
+
+    Read within profkit's JSON bound and never from a FIFO or device; commands have their secrets masked.
+    """
+    from profkit.sources.env import mask_secrets
+    from profkit.sources.inputs import Input, load_json
+
+    out = {}
+    for p in sorted(root.rglob("provenance.json")):
+        try:
+            doc, _ = load_json(Input(name=str(p), path=str(p)))
+        except ProfkitError as exc:
+            problems.append(str(exc))
+            continue
+        if not isinstance(doc, dict) or not isinstance(doc.get("env", {}), dict):
+            what = type(doc).__name__ if not isinstance(doc, dict) else f"an 'env' that is a {type(doc['env']).__name__}"
+            problems.append(f"{p}: expected a JSON object with an 'env' object, found {what}; skipped")
+            continue
+        env = doc.get("env")
+        if isinstance(env, dict) and isinstance(env.get("command"), str):
+            doc = {**doc, "env": {**env, "command": mask_secrets(env["command"])}}
+        out[_rel(p.parent, root)] = doc
+    return out
+
+
+def _masked_commands(tables: schema.Tables) -> schema.Tables:
+    """``tables`` with secrets in the runs' command lines masked (captures written before masking hold them)."""
+    from profkit.sources.env import mask_secrets
+
+    runs = tables.runs
+    if "command" not in runs.columns or not len(runs):
+        return tables
+    masked = runs["command"].map(lambda c: mask_secrets(c) if isinstance(c, str) else c)
+    return dataclasses.replace(tables, runs=runs.assign(command=masked.astype(runs["command"].dtype)))
+
+
 def _rel(path: Path, root: Path) -> str:
     return str(path.relative_to(root)) if path != root else "."
 
@@ -143,7 +176,10 @@ def _op_timings(root: Path, problems: list) -> pd.DataFrame:
     frames = []
     for p in sorted(root.rglob("op_timings.parquet")):
         try:
+            regular_file(p)  # pyarrow would block on a FIFO
             frames.append(pd.read_parquet(p))
+        except ProfkitError as exc:
+            problems.append(str(exc))
         except (OSError, ValueError) as exc:
             problems.append(f"{p}: {type(exc).__name__}: {exc}")
     return schema.conform(pd.concat(frames, ignore_index=True), "op_timings") if frames else schema.empty("op_timings")
@@ -237,9 +273,9 @@ def _bench(paths: Sequence[str | Path], problems: list) -> tuple[pd.DataFrame, d
             problems.append(f"{b}: {exc}")
             continue
         try:
-            with open(b, encoding="utf-8", errors="replace") as f:
-                first = f.readline(4096).strip()
-        except OSError:
+            with Input(name=str(b), path=str(b)).open(limit=4096) as f:
+                first = f.readline(4096).decode("utf-8", errors="replace").strip()
+        except (OSError, ProfkitError):
             first = ""
         if first.startswith("#"):
             notes[Path(b).stem] = first.lstrip("# ").strip()
@@ -253,11 +289,15 @@ def _shape_labels(op_timings: pd.DataFrame, provenance: Mapping[str, dict]) -> d
         for model, layer, n, k in op_timings[["model", "layer", "n", "k"]].drop_duplicates().itertuples(index=False):
             labels.setdefault(f"N={int(n)} K={int(k)}", f"{model} {layer}")
     for prov in provenance.values():
-        for shape in prov.get("shapes", []) or []:
-            if {"name", "n", "k"} <= set(shape):
+        shapes = prov.get("shapes")
+        for shape in shapes if isinstance(shapes, list) else ():
+            if isinstance(shape, dict) and {"name", "n", "k"} <= set(shape):
+                n, k = as_int(shape["n"]), as_int(shape["k"])
+                if n is None or k is None:
+                    continue
                 _, _, rest = str(shape["name"]).partition("-")
                 model, _, layer = rest.rpartition("-")
-                labels.setdefault(f"N={int(shape['n'])} K={int(shape['k'])}", f"{model} {layer}".strip())
+                labels.setdefault(f"N={n} K={k}", f"{model} {layer}".strip())
     from profkit.models import available, linear_layers, load_model
 
     for name in available():

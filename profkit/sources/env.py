@@ -6,6 +6,7 @@ import datetime
 import importlib.metadata
 import os
 import platform
+import re
 import socket
 import sys
 import uuid
@@ -51,7 +52,7 @@ def collect_env(run_id: str, *, source_kind: str = "capture", started_at: str | 
         "pid": str(os.getpid()),
         "rank": _str(current_rank()),
         "started_at": started_at or utc_now(),
-        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "command": mask_secrets(" ".join([os.path.basename(sys.executable)] + sys.argv)),
         "python": platform.python_version(),
         "profkit": _dist_version("profkit"),
         "flashinfer": _flashinfer_version(),
@@ -62,6 +63,45 @@ def collect_env(run_id: str, *, source_kind: str = "capture", started_at: str | 
     env.update(_flashinfer_metadata())
     env["driver"] = _driver_version()
     return env
+
+
+MASK = "***"
+# A flag whose last word names a secret: --api-key, --hf-token, --password (not --max-tokens, --keyfile).
+_SECRET_FLAG = re.compile(r"--?(?:[\w.-]*[-_])?(?:api[-_]?key|key|token|secret|password|passwd|credentials?)",
+                          re.IGNORECASE)
+# An environment assignment of a secret: OPENAI_API_KEY=..., HF_TOKEN=..., DB_PASSWORD=...
+_SECRET_ASSIGNMENT = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*_)?(?:KEY|TOKEN|SECRET|PASSWORD)=", re.IGNORECASE)
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s@]+@")
+
+
+def mask_secrets(command: str | None) -> str | None:
+    """``command`` with the values of arguments that look like secrets replaced by ``***``.
+
+    Masked: the value after (or ``=`` in) a flag whose last word is a secret's (``--api-key``,
+    ``--token``, ``--hf-token``, ``--password``, ``--secret``, ``--key``), an assignment
+    ``NAME_KEY=`` / ``NAME_TOKEN=`` / ``NAME_SECRET=`` / ``NAME_PASSWORD=``, and ``user:pass@`` in a
+    URL. Everything else is kept as written. None stays None.
+    """
+    if command is None:
+        return None
+    parts = re.split(r"(\s+)", str(command))
+    hide_next = False
+    for i, part in enumerate(parts):
+        if not part or part.isspace():
+            continue
+        if hide_next:
+            parts[i], hide_next = MASK, False
+            continue
+        flag = _SECRET_FLAG.fullmatch(part.split("=", 1)[0])
+        if flag and "=" in part:
+            parts[i] = part.split("=", 1)[0] + "=" + MASK
+        elif flag:
+            hide_next = True
+        elif (assignment := _SECRET_ASSIGNMENT.match(part)) is not None:
+            parts[i] = assignment.group(0) + MASK
+        else:
+            parts[i] = _URL_CREDENTIALS.sub(MASK + "@", part)
+    return "".join(parts)
 
 
 def _torch_facts() -> dict:

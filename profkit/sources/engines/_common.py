@@ -141,6 +141,8 @@ def load_source(item: Input) -> Source:
 
 
 def _source(name: str, text: str) -> Source:
+    if "\r" in text and "\n" not in text:  # old Mac line ends (CR alone): each CR ends a line
+        text = text.replace("\r", "\n")
     lines = text.split("\n")
     cut_line = None if text.endswith("\n") or not text else len(lines)
     if text.endswith("\n"):

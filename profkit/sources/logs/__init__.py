@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -127,11 +128,15 @@ def read_log(path_or_text, *, strict: bool = False, progress: Callable[[int], ob
           last_line, ``flashinfer`` when the path is ``.../flashinfer/<version>/.../*.log``.
         - ``events`` and ``report``: see :class:`LogTables`.
 
+    Warns:
+        UserWarning: naming each file of a list that could not be read at all (also in ``problems``
+            and ``report``); the others are read.
+
     Raises:
         ParseError: naming file and line, when no FlashInfer record can be read from any input,
             or (``strict``) at the first unreadable record.
     """
-    readers, problems, first_error = [], [], None
+    readers, problems, lost, first_error = [], [], [], None
     for number, item in enumerate(inputs.inputs_of(path_or_text, what="log")):
         reader = Reader(item.name, item.path, strict=strict)
         try:
@@ -145,7 +150,12 @@ def read_log(path_or_text, *, strict: bool = False, progress: Callable[[int], ob
                              "first_line": 0, "example": ""})
             continue
         readers.append(reader)
+        if item.damage and not reader.readable:  # opened, but its first read failed: nothing of it was read
+            lost.append(f"{item.name}: {item.damage}")
     if not any(r.readable for r in readers):
         raise first_error or readers[0].nothing_readable()
-    return LogTables(**tables.build(readers, problems),
-                     problems=tuple(f"{p['file']}: {p['reason']}" for p in problems))
+    named = tuple(f"{p['file']}: {p['reason']}" for p in problems) + tuple(lost)
+    if named:
+        warnings.warn(f"read_log: skipped {len(named)} unreadable file(s); the rest was read: {'; '.join(named)}",
+                      stacklevel=2)
+    return LogTables(**tables.build(readers, problems), problems=named)

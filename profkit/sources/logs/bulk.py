@@ -196,8 +196,12 @@ def _blocks(stream: BinaryIO, whole_end: bool) -> Iterator[bytes]:
         text, _ = inputs.decode(stream.read(inputs.TEXT_LIMIT))
         yield text.encode("utf-8", errors="replace")
         return
-    carry = b""
+    carry, cr_only = b"", None
     while data := stream.read(BLOCK):
+        if cr_only is None:  # old Mac line ends: the first 8 MiB hold CRs and no LF at all
+            cr_only = b"\n" not in data and data.count(b"\r") > 1
+        if cr_only:
+            data = data.replace(b"\r", b"\n")
         data = carry + data if carry else data
         cut = data.rfind(b"\n") + 1
         if cut == 0 and len(data) > inputs.LINE_LIMIT:
