@@ -76,8 +76,17 @@ def test_speedup_flags_slower_and_within_noise():
     assert list(s["bucket"]) == [8, 16]
     assert s["speedup"].tolist() == pytest.approx([0.0100 / 0.0101, 2.0])
     assert s["slower_than_default"].tolist() == [True, False]
-    assert s["within_noise"].tolist() == [True, False]
+    # One run and no repeats: the winner and the default are one timing each, so the rule cannot
+    # tell a change from run-to-run drift (docs/comparison_rule.md); nothing is beyond noise.
+    assert s["verdict"].tolist() == ["not_measurable", "not_measurable"]
+    assert s["within_noise"].tolist() == [True, True]
     assert s["saved_us"].tolist() == pytest.approx([-0.1, 10.0])
+    # With a spread measured by repeated runs (noise_pct 2% = two relative sds): +1% is within it, 2x is not.
+    measured = analysis.noise(c).assign(noise_pct=2.0, noise_source="repeats")
+    r = analysis.speedup_vs_default(c, noise=measured)
+    assert r["verdict"].tolist() == ["within_noise", "faster"] and r["within_noise"].tolist() == [True, False]
+    assert r["effect"].tolist() == pytest.approx([0.01, -0.5])
+    assert (r["effect_lo"] < r["effect"]).all() and (r["effect"] < r["effect_hi"]).all()
     # The same from a winners table (FlashInfer's decisions + default_time_ms).
     w = schema.frame("winners", [{"run_id": "r1", "op": "gemm", "profile": P8, "bucket": 8, "runner": "A",
                                   "tactic": "0", "time_ms": 0.0101, "default_time_ms": 0.0100}])

@@ -73,21 +73,55 @@ def step_rows(state, times):
              "state": state, "repetition": i, "step_ms": t} for i, t in enumerate(times)]
 
 
+def interleaved(*passes, tokens=8):
+    """Step rows of states timed pass after pass in one process: ((state, times), ...) in time order."""
+    return [{**r, "tokens": tokens} for state, times in passes for r in step_rows(state, times)]
+
+
+def three_passes(**times):
+    """Each state's three passes interleaved (a, b, a, b, a, b): times[state] = three passes of repetitions."""
+    return interleaved(*[(state, reps[i]) for i in range(3) for state, reps in times.items()])
+
+
 def test_measured_change_and_break_even():
-    bench = schema.frame("bench", step_rows("untuned", [10.0, 10.2, 10.1]) + step_rows("tuned", [9.0, 9.1, 9.2])
-                         + step_rows("torch", [10.1, 10.3, 10.2]))
+    bench = schema.frame("bench", three_passes(untuned=[[10.0, 10.2, 10.1], [10.1, 10.0, 10.2], [10.2, 10.3, 10.1]],
+                                               tuned=[[9.0, 9.1, 9.2], [9.1, 9.0, 9.0], [9.2, 9.1, 9.0]],
+                                               torch=[[10.1, 10.3, 10.2], [9.9, 10.0, 10.1], [10.2, 10.0, 10.3]]))
     m = measured_step_change(bench).set_index("state")
-    assert m.loc["tuned", "delta_ms"] == pytest.approx(-1.0) and m.loc["tuned", "beyond_noise"]
-    assert m.loc["torch", "noise_ms"] == pytest.approx(0.2) and not m.loc["torch", "beyond_noise"]
+    assert m.loc["tuned", "delta_ms"] == pytest.approx(-1.07, abs=0.01) and m.loc["tuned", "verdict"] == "faster"
+    assert m.loc["tuned", "beyond_noise"] and (m["n"] == 3).all() and (m["design"] == "paired").all()
+    assert m.loc["torch", "verdict"] == "within_noise" and not m.loc["torch", "beyond_noise"]
+    tuned = m.loc["tuned"]
+    assert tuned["effect_lo"] < tuned["effect"] < tuned["effect_hi"] < 0
+    assert tuned["noise_ms"] == pytest.approx(tuned["detectable"] * tuned["baseline_ms"])
     b = break_even(m.reset_index(), tuning_s=90.0).set_index("state")
-    assert b.loc["tuned", "steps_to_break_even"] == pytest.approx(90_000)
-    assert b.loc["tuned", "serving_s_to_break_even"] == pytest.approx(90_000 * 9.1 / 1e3)
+    assert b.loc["tuned", "steps_to_break_even"] == pytest.approx(90_000 / -tuned["delta_ms"])
+    assert b.loc["tuned", "serving_s_to_break_even"] == pytest.approx(b.loc["tuned", "steps_to_break_even"]
+                                                                       * tuned["step_ms"] / 1e3)
     assert math.isinf(b.loc["torch", "steps_to_break_even"])
 
 
-def test_slower_than_untuned_is_flagged():
+def test_one_pass_of_each_state_is_not_measurable():
+    # Three tight repetitions each and a 10% gap: still one pass of A then one of B, which cannot
+    # tell a change from drift between passes (the old rule called it slower beyond noise).
     bench = schema.frame("bench", step_rows("untuned", [5.0, 5.01]) + step_rows("tuned", [5.5, 5.52]))
+    m = measured_step_change(bench)
+    assert m["verdict"].tolist() == ["not_measurable"] and m["slower"].tolist() == [False]
+    assert m["delta_pct"].iloc[0] == pytest.approx(10.0, abs=0.3) and math.isnan(m["noise_ms"].iloc[0])
+
+
+def test_slower_than_untuned_is_flagged():
+    bench = schema.frame("bench", three_passes(untuned=[[5.0, 5.01], [5.02, 5.0], [5.01, 5.03]],
+                                               tuned=[[5.5, 5.52], [5.51, 5.5], [5.53, 5.52]]))
     assert measured_step_change(bench)["slower"].tolist() == [True]
+
+
+def test_a_state_given_twice_is_an_aa_pair_of_its_own():
+    rows = pd.DataFrame(three_passes(untuned=[[5.0], [5.1], [5.05]], **{"untuned-2": [[5.01], [5.09], [5.06]]}))
+    rows["series"] = rows["state"]
+    rows["state"] = "untuned"
+    m = measured_step_change(rows)
+    assert m["state"].tolist() == ["untuned-2"] and m["verdict"].tolist() == ["within_noise"]
 
 
 def test_shipped_step_results_are_real_and_complete():
@@ -176,15 +210,18 @@ def test_pass_drift_measures_a_state_between_its_passes_in_one_process():
 def test_against_best_takes_the_faster_baseline_per_size():
     from profkit.analysis.step import against_best
 
-    rows = pd.DataFrame(step_rows("untuned", [10.0, 10.1]) + step_rows("cache", [9.0, 9.1]) + step_rows("repaired", [9.5, 9.6])
-                        + with_picks(step_rows("untuned", [5.0, 5.1]), "", tokens=24)
-                        + with_picks(step_rows("cache", [6.0, 6.1]), "", tokens=24)
-                        + with_picks(step_rows("repaired", [5.05, 5.1]), "", tokens=24)
+    at_8 = three_passes(untuned=[[10.0, 10.1]] * 3, cache=[[9.0, 9.1], [9.05, 9.1], [9.0, 9.05]],
+                        repaired=[[9.5, 9.6], [9.55, 9.6], [9.5, 9.55]])
+    at_24 = [{**r, "tokens": 24} for r in three_passes(untuned=[[5.0, 5.1], [5.05, 5.1], [5.0, 5.05]],
+                                                       cache=[[6.0, 6.1]] * 3,
+                                                       repaired=[[5.05, 5.1], [5.0, 5.1], [5.05, 5.05]])]
+    rows = pd.DataFrame(at_8 + with_picks(at_24, "", tokens=24)
                         + with_picks(step_rows("repaired", [1.0]), "", tokens=64))  # no baseline at 64: left out
     best = against_best(rows).set_index("tokens")
     assert best["best"].to_dict() == {8: "cache", 24: "untuned"}
-    assert best.loc[8, "slower"] and not best.loc[24, "slower"]  # 9.55 vs 9.05 beyond 0.1; 5.075 vs 5.05 within
-    assert best.loc[8, "best_ms"] == pytest.approx(9.05)
+    assert best.loc[8, "slower"] and not best.loc[24, "slower"]  # +5% against cache; within noise of untuned
+    assert best.loc[24, "verdict"] == "within_noise"
+    assert best.loc[8, "best_ms"] == pytest.approx(9.05, abs=0.01)
 
 
 def test_step_comparisons_keep_each_process_with_its_own_untuned():

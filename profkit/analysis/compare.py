@@ -6,14 +6,17 @@ import numpy as np
 import pandas as pd
 
 from profkit.analysis._frames import DEFAULT_NOISE_PCT, conform, empty, flashinfer_rows, require, shapes_of
+from profkit.analysis.decisions import tuner_ratio_sd
 from profkit.analysis.decisions import winners as _winners
+from profkit.analysis.verdict import compare_values
 from profkit.errors import ProfkitError
 
 STABILITY_COLUMNS = {
     "op": "string", "shape": "string", "profile": "string", "bucket": "Int64", "n_tunings": "Int64",
     "n_distinct": "Int64", "modal_runner": "string", "modal_tactic": "string", "modal_share": "float64",
     "flip_rate": "float64", "winners": "string", "spread_pct": "float64", "regret_pct": "float64",
-    "regret_us": "float64", "noise_pct": "float64", "within_noise": "boolean",
+    "regret_us": "float64", "noise_pct": "float64", "within_noise": "boolean", "verdict": "string",
+    "detectable": "float64",
 }
 
 DIFF_COLUMNS = {
@@ -27,6 +30,7 @@ RANK_COLUMNS = {
     "op": "string", "shape": "string", "profile": "string", "bucket": "Int64", "ranks": "string",
     "n_ranks": "Int64", "n_distinct": "Int64", "agree": "boolean", "winners": "string",
     "regret_pct": "float64", "regret_us": "float64", "noise_pct": "float64", "within_noise": "boolean",
+    "verdict": "string", "detectable": "float64",
 }
 
 _KEY = ["op", "shape", "profile", "bucket"]
@@ -72,6 +76,20 @@ def _regret(rows: pd.DataFrame, prices: pd.Series | None) -> tuple[float, float]
     return worst_pct, worst_us
 
 
+def _flip_verdict(regret_pct: float, tunings: pd.DataFrame):
+    """The rule's verdict on a flip's worst regret, with the widest repeats-measured spread of its tunings.
+
+    The regret compares two timings of one run (another run's winner against the run's own), so
+    its spread is that of a ratio of two tuner timings (:func:`profkit.analysis.decisions.tuner_ratio_sd`).
+    """
+    if not np.isfinite(regret_pct):
+        return pd.NA, np.nan
+    sd = tuner_ratio_sd(tunings)
+    spread = float(np.nanmax(sd)) if np.isfinite(sd).any() else np.nan
+    rule = compare_values([1.0 + regret_pct / 100.0], [1.0], ratio_sd=spread).iloc[0]
+    return str(rule["verdict"]), float(rule["detectable"])
+
+
 def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None = None) -> pd.DataFrame:
     """Measure how often the winner of a bucket changes across repeated tunings.
 
@@ -80,7 +98,9 @@ def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None =
     ``flip_rate`` is the share of run pairs whose winners differ (0 = every run chose the same
     (runner, tactic); 1 = all differ). With ``candidates``, ``regret_pct`` prices the flip: the
     worst slowdown of running another run's winner instead of a run's own, measured within that
-    run, and ``within_noise`` says whether it lies inside the noise band.
+    run, and ``verdict`` judges it by the one comparison rule (docs/comparison_rule.md): ``slower``
+    when the flip costs beyond the run-to-run spread that repeats measured (:func:`profkit.analysis.noise`),
+    ``within_noise`` when not, ``not_measurable`` without repeats; ``within_noise`` is True unless it is slower.
 
     Args:
         winners: decisions of several runs: the output of :func:`profkit.analysis.winners` or a
@@ -93,7 +113,7 @@ def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None =
         winner; the first in run order on ties), ``modal_share``, ``flip_rate``, ``winners``
         ("runner:tactic xN; ..." by count), ``spread_pct`` (winner times' max / min - 1, percent),
         ``regret_pct``, ``regret_us``, ``noise_pct`` (widest band of the tunings),
-        ``within_noise``.
+        ``within_noise``, ``verdict`` and ``detectable`` (relative); NA without candidates.
     """
     w = _as_winners(winners, "winners")
     if w.empty:
@@ -114,6 +134,7 @@ def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None =
         regret_pct, regret_us = _regret(group, prices)
         band = group["noise_pct"].to_numpy(dtype=float)
         noise_pct = float(np.nanmax(band)) if np.isfinite(band).any() else DEFAULT_NOISE_PCT
+        verdict, detectable = _flip_verdict(regret_pct, group)
         rows.append({
             **dict(zip(_KEY, key)), "n_tunings": n, "n_distinct": len(counts), "modal_runner": modal[0],
             "modal_tactic": modal[1], "modal_share": counts[modal] / n,
@@ -121,7 +142,8 @@ def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None =
             "winners": "; ".join(f"{r}:{t} x{c}" for (r, t), c in sorted(counts.items(), key=lambda kv: -kv[1])),
             "spread_pct": 100.0 * (finite.max() / finite.min() - 1.0) if len(finite) >= 2 else np.nan,
             "regret_pct": regret_pct, "regret_us": regret_us, "noise_pct": noise_pct,
-            "within_noise": bool(regret_pct <= noise_pct) if np.isfinite(regret_pct) else pd.NA,
+            "within_noise": verdict != "slower" if verdict is not pd.NA else pd.NA, "verdict": verdict,
+            "detectable": detectable,
         })
     out = conform(pd.DataFrame(rows), STABILITY_COLUMNS)
     return out.sort_values(["op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
@@ -211,7 +233,8 @@ def rank_divergence(candidates: pd.DataFrame, *, noise: pd.DataFrame | None = No
     Each rank's winner is computed from its own candidates (independent per-rank tuning; with
     ``set_autotune_process_group`` every rank records the cross-rank mean and cannot diverge).
     ``regret_pct`` is the worst slowdown, on some rank, of running another rank's winner instead
-    of its own, measured on that rank; ``within_noise`` compares it with the noise band.
+    of its own, measured on that rank; ``verdict`` judges it as :func:`winner_stability` does
+    (``within_noise``: not slower).
 
     Args:
         candidates: candidates of several ranks (the ``rank`` column set); rows without a rank
@@ -224,7 +247,8 @@ def rank_divergence(candidates: pd.DataFrame, *, noise: pd.DataFrame | None = No
         One row per (op, shape, profile, bucket) timed by two or more ranks, sorted by op,
         shape, bucket: ``ranks`` ("0,1,2"), ``n_ranks``, ``n_distinct`` (distinct winners),
         ``agree``, ``winners`` ("rank: runner:tactic" joined by " | "), ``regret_pct``,
-        ``regret_us``, ``noise_pct``, ``within_noise``. Empty when fewer than two ranks appear.
+        ``regret_us``, ``noise_pct``, ``within_noise``, ``verdict``, ``detectable``. Empty when fewer
+        than two ranks appear.
     """
     require(candidates, ("run_id", "rank", "op", "profile", "runner", "tactic", "time_ms"), "candidates")
     ranked = candidates[candidates["rank"].notna().to_numpy(dtype=bool)]
@@ -241,13 +265,15 @@ def rank_divergence(candidates: pd.DataFrame, *, noise: pd.DataFrame | None = No
         picks = {(r, t) for r, t in zip(group["runner"].astype(str), group["tactic"].astype(str))}
         regret_pct, regret_us = _regret(group, prices)
         noise_pct = float(group["noise_pct"].max())
+        verdict, detectable = _flip_verdict(regret_pct, group)
         rows.append({
             **dict(zip(_KEY, key)), "ranks": ",".join(map(str, ranks)), "n_ranks": len(ranks),
             "n_distinct": len(picks), "agree": len(picks) == 1,
             "winners": " | ".join(f"{int(r)}: {ru}:{t}" for r, ru, t in
                                   zip(group["rank"], group["runner"], group["tactic"])),
             "regret_pct": regret_pct, "regret_us": regret_us, "noise_pct": noise_pct,
-            "within_noise": bool(regret_pct <= noise_pct),
+            "within_noise": verdict != "slower" if verdict is not pd.NA else pd.NA, "verdict": verdict,
+            "detectable": detectable,
         })
     if not rows:
         return empty(RANK_COLUMNS)

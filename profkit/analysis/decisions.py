@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 from profkit.analysis._frames import (DECISION, DEFAULT_NOISE_PCT, conform, default_rows, empty,
-                                      flashinfer_rows, group_ids, noise_band, require, shapes_of)
+                                      flashinfer_rows, group_ids, require, shapes_of)
+from profkit.analysis.verdict import compare_values, within_noise
 
 NOISE_COLUMNS = {"op": "string", "shape": "string", "profile": "string", "bucket": "Int64", "n_runs": "Int64",
                  "n_pairs": "Int64", "noise_pct": "float64", "noise_source": "string"}
@@ -25,7 +26,8 @@ SPEEDUP_COLUMNS = {
     "runner": "string", "tactic": "string", "time_ms": "float64", "default_runner": "string",
     "default_ms": "float64", "speedup": "float64", "gain_pct": "float64", "saved_us": "float64",
     "noise_pct": "float64", "noise_source": "string", "slower_than_default": "boolean",
-    "within_noise": "boolean", "timing": "string",
+    "within_noise": "boolean", "timing": "string", "effect": "float64", "effect_lo": "float64",
+    "effect_hi": "float64", "verdict": "string", "detectable": "float64",
 }
 
 _CANDIDATE_COLUMNS = ("run_id", "op", "profile", "bucket", "runner", "tactic", "time_ms")
@@ -213,9 +215,13 @@ def speedup_vs_default(frame: pd.DataFrame, *, noise: pd.DataFrame | None = None
     """Compare each bucket's winner with what runs untuned (runners[0], tactic -1).
 
     ``speedup = default_ms / time_ms`` (bigger is better). A bucket is ``slower_than_default``
-    when the tuned choice measured slower than the default (the failure of flashinfer#3537);
-    ``within_noise`` says whether the difference lies inside the noise band, so a "slower" bucket
-    that is within noise is a tie, not a regression.
+    when the tuned choice measured slower than the default (the failure of flashinfer#3537).
+    ``verdict`` is the one comparison rule's (docs/comparison_rule.md): the winner and the default
+    are one timing each of one tuning run, judged with the run-to-run spread of :func:`noise` where
+    repeated runs measured it (``noise_source == "repeats"``); with a threshold instead, the
+    design cannot tell a change from run-to-run drift: ``not_measurable``. ``within_noise`` is
+    True unless the verdict is faster or slower, so a "slower" bucket within noise is a tie, not
+    a regression.
 
     Args:
         frame: a candidates table (with profkit's ``source == "default"`` rows), the output of
@@ -230,7 +236,8 @@ def speedup_vs_default(frame: pd.DataFrame, *, noise: pd.DataFrame | None = None
         ``time_ms`` (winner), ``default_runner``, ``default_ms``, ``speedup`` (x),
         ``gain_pct`` ((speedup - 1) x 100), ``saved_us`` (default minus winner, microseconds per
         call), ``noise_pct``, ``noise_source``, ``slower_than_default``, ``within_noise``,
-        ``timing``. Rows whose default was not timed are left out.
+        ``timing``, and the rule's ``effect`` (time_ms / default_ms - 1), ``effect_lo``,
+        ``effect_hi``, ``verdict`` and ``detectable``. Rows whose default was not timed are left out.
     """
     if not isinstance(frame, pd.DataFrame):
         require(frame, (), "candidates")
@@ -264,11 +271,26 @@ def speedup_vs_default(frame: pd.DataFrame, *, noise: pd.DataFrame | None = None
     w["speedup"] = default / time
     w["gain_pct"] = 100.0 * (w["speedup"] - 1.0)
     w["saved_us"] = 1000.0 * (default - time)
-    diff_pct = 100.0 * (default - time) / time
     w["slower_than_default"] = time > default
-    w["within_noise"] = noise_band(diff_pct, w["noise_pct"].to_numpy(dtype=float))
+    rule = compare_values(time, default, ratio_sd=tuner_ratio_sd(w))
+    for col in ("effect", "effect_lo", "effect_hi", "verdict", "detectable"):
+        w[col] = rule[col].to_numpy()
+    w["within_noise"] = within_noise(w["verdict"])
     out = conform(w, SPEEDUP_COLUMNS)
     return _sort(out, ["op", "shape", "bucket", "run_id", "rank"])
+
+
+def tuner_ratio_sd(frame: pd.DataFrame) -> np.ndarray:
+    """Spread (sd of the log) of a ratio of two tuner timings of one run, per row: NaN without repeats.
+
+    ``noise_pct`` from repeats is two relative standard deviations of one timing across runs, so
+    the log ratio of two independent timings has sd sqrt(2) x noise_pct / 200. A threshold band
+    (``noise_source`` "threshold" or missing) is no measurement of the spread.
+    """
+    band = pd.to_numeric(frame.get("noise_pct", pd.Series(np.nan, index=frame.index)), errors="coerce")
+    source = frame.get("noise_source", pd.Series(pd.NA, index=frame.index, dtype="string")).astype("string")
+    repeats = (source == "repeats").fillna(False).to_numpy(dtype=bool)
+    return np.where(repeats, np.sqrt(2.0) * band.to_numpy(dtype=float) / 200.0, np.nan)
 
 
 def _sort(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

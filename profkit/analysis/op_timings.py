@@ -7,6 +7,11 @@ config is found only at exactly the bucket's M and other M fall back to another 
 cuBLAS fp8 tactic is an index into a per-shape heuristic list (GB:230-295), so the same index at
 M=3000 can be another algorithm than at M=3072. The op timings also use their own method
 (CUDA graph over rotating inputs, median) rather than the tuner's.
+
+Tuned against untuned at one M is one timing each in one process, judged by the one comparison
+rule (docs/comparison_rule.md) with the spread ``profkit verify`` measured for the same timing
+method between processes (``VERIFY_RATIO_SD``): the replays' p10-p90 band is the spread inside
+one block, not between blocks.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from profkit.analysis._frames import conform, empty, require
+from profkit.analysis.verdict import VERIFY_RATIO_SD, compare_values, within_noise
 
 BETWEEN_COLUMNS = {
     "run_id": "string", "op": "string", "shape": "string", "n": "Int64", "k": "Int64", "m": "Int64",
@@ -22,10 +28,13 @@ BETWEEN_COLUMNS = {
     "untuned_ms": "float64", "tuned_runner": "string", "tuned_tactic": "string", "tuned_ms": "float64",
     "speedup": "float64", "within_noise": "boolean", "bucket_speedup": "float64",
     "bucket_runner": "string", "bucket_tactic": "string", "config_applied": "boolean", "timing": "string",
+    "effect": "float64", "effect_lo": "float64", "effect_hi": "float64", "verdict": "string",
+    "detectable": "float64",
 }
 
 
-def between_buckets(op_timings: pd.DataFrame, *, speedups: pd.DataFrame | None = None) -> pd.DataFrame:
+def between_buckets(op_timings: pd.DataFrame, *, speedups: pd.DataFrame | None = None,
+                    ratio_sd: float = VERIFY_RATIO_SD) -> pd.DataFrame:
     """Compare tuned with untuned op timings at each M, beside the tuner's own bucket speedup.
 
     Args:
@@ -33,13 +42,15 @@ def between_buckets(op_timings: pd.DataFrame, *, speedups: pd.DataFrame | None =
         speedups: output of :func:`profkit.analysis.speedup_vs_default` for the same shapes, to
             add what tuning promised at the bucket (``bucket_speedup``) and which winner it
             stored (``bucket_runner``, ``bucket_tactic``).
+        ratio_sd: spread (sd of the log) of a tuned/untuned ratio timed in one process.
 
     Returns:
         One row per (run_id, op, n, k, m), sorted by op, shape, m: ``shape`` ('N=.. K=..'),
         ``bucket`` (FlashInfer's bucket for M), ``at_bucket`` (M equals the bucket),
         ``untuned_runner/_tactic/_ms`` and ``tuned_runner/_tactic/_ms`` (what ``choose_one``
-        returned and its median time per call), ``speedup`` (untuned_ms / tuned_ms),
-        ``within_noise`` (the tuned and untuned p10-p90 ranges overlap), ``bucket_speedup``,
+        returned and its median time per call), ``speedup`` (untuned_ms / tuned_ms), the rule's
+        ``effect`` (tuned_ms / untuned_ms - 1), ``effect_lo``, ``effect_hi``, ``verdict`` and
+        ``detectable``, ``within_noise`` (the verdict is neither faster nor slower), ``bucket_speedup``,
         ``bucket_runner``, ``bucket_tactic``, ``config_applied`` (the tuned call ran the bucket's
         winner, runner and tactic: False where the lookup missed, as cuBLASLt does between
         buckets; NA without ``speedups``) and
@@ -72,8 +83,10 @@ def between_buckets(op_timings: pd.DataFrame, *, speedups: pd.DataFrame | None =
     joined["tuned_runner"], joined["tuned_tactic"] = joined["t_runner"], joined["t_tactic"]
     joined["untuned_ms"], joined["tuned_ms"] = joined["u_time_ms"], joined["t_time_ms"]
     joined["speedup"] = joined["untuned_ms"] / joined["tuned_ms"]
-    joined["within_noise"] = ~((joined["t_time_ms_p90"] < joined["u_time_ms_p10"])
-                               | (joined["u_time_ms_p90"] < joined["t_time_ms_p10"]))
+    rule = compare_values(joined["tuned_ms"], joined["untuned_ms"], ratio_sd=ratio_sd)
+    for col in ("effect", "effect_lo", "effect_hi", "verdict", "detectable"):
+        joined[col] = rule[col].to_numpy()
+    joined["within_noise"] = within_noise(joined["verdict"])
     joined["bucket_speedup"] = np.nan
     joined["bucket_runner"] = pd.NA
     joined["bucket_tactic"] = pd.NA

@@ -7,6 +7,11 @@ default's time at that bucket (both measured by FlashInfer's timer in the captur
 linears and layers. Two cases run the default even when tuned, and predict no change: M above
 the largest tuned bucket (FlashInfer's GEMMs map it to an untuned bucket), and cuBLASLt bf16
 winners at an M other than the bucket's (their cache key holds M, gemm_base.py:2001).
+
+Measured: every state is compared with its baseline by the one rule of
+:mod:`profkit.analysis.verdict` (docs/comparison_rule.md), with a state's pass (consecutive
+repetitions between other states' passes; the MoE step's ``pass``) as the unit of replication:
+one pass of each state is not measurable; interleaved passes are paired.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import pandas as pd
 
 from profkit.analysis._frames import conform, gemm_shape, require
 from profkit.analysis.engine import assign_bucket
+from profkit.analysis.verdict import compare_samples
 
 # Runners whose cache-key extras include M: a tuned config is found only at exactly the bucket.
 EXACT_M_RUNNERS = ("CublasltBf16GemmRunner",)
@@ -30,7 +36,9 @@ PREDICTED_COLUMNS = {"op": "string", "tokens": "Int64", "layers": "Int64", "pred
 MEASURED_COLUMNS = {
     "model": "string", "dtype": "string", "phase": "string", "tokens": "Int64", "state": "string",
     "step_ms": "float64", "baseline_ms": "float64", "delta_ms": "float64", "delta_pct": "float64",
-    "noise_ms": "float64", "beyond_noise": "boolean", "slower": "boolean",
+    "noise_ms": "float64", "beyond_noise": "boolean", "slower": "boolean", "effect": "float64",
+    "effect_lo": "float64", "effect_hi": "float64", "verdict": "string", "n": "Int64", "n_baseline": "Int64",
+    "design": "string", "detectable": "float64",
 }
 DRIFT_COLUMNS = {
     "model": "string", "dtype": "string", "source": "string", "phase": "string", "tokens": "Int64",
@@ -103,31 +111,61 @@ def predict_step_change(winners: pd.DataFrame, *, shapes, tokens, layers: int) -
 
 
 def measured_step_change(bench: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFrame:
-    """Measured change of each state against ``baseline``, with the repetitions' noise band.
+    """Measured change of each state against ``baseline``, by the one comparison rule (docs/comparison_rule.md).
 
     Args:
         bench: ``profkit step`` rows (engine 'profkit-step': model, dtype, phase, tokens, state,
-            step_ms, one row per repetition).
-        baseline: the state compared against.
+            step_ms, one row per repetition; ``series`` and ``pass`` where the reader gives them).
+        baseline: the state (series) compared against.
 
     Returns:
-        One row per (model, dtype, phase, tokens, state != baseline): step_ms and baseline_ms
-        (medians over repetitions), delta_ms, delta_pct, noise_ms (the larger spread, max - min,
-        of the two states' repetitions), beyond_noise (|delta| > noise), slower (beyond noise and
-        positive). Sorted by model, dtype, phase, tokens, state.
+        One row per (model, dtype, phase, tokens, state != baseline), ``state`` being the timed
+        series (``untuned-2`` for a state given twice: an A/A pair): step_ms and baseline_ms
+        (geometric means of the pass medians), delta_ms, delta_pct (100 x effect), effect,
+        effect_lo, effect_hi (relative, state / baseline - 1), verdict (faster, slower,
+        within_noise or not_measurable: one pass of each state is not measurable), n and
+        n_baseline (passes), design, detectable (the smallest relative change the point could
+        have called), noise_ms (detectable x baseline_ms; NaN when not measurable), beyond_noise
+        (faster or slower) and slower. Sorted by model, dtype, phase, tokens, state.
     """
     require(bench, ("model", "dtype", "phase", "tokens", "state", "step_ms"), "bench")
     keys = ["model", "dtype", "phase", "tokens"]
-    stats = bench.dropna(subset=["step_ms"]).groupby(keys + ["state"])["step_ms"].agg(
-        step_ms="median", spread=lambda s: s.max() - s.min()).reset_index()
-    base = stats[stats["state"] == baseline].rename(columns={"step_ms": "baseline_ms", "spread": "base_spread"})
-    other = stats[stats["state"] != baseline].merge(base.drop(columns="state"), on=keys)
-    other["delta_ms"] = other["step_ms"] - other["baseline_ms"]
-    other["delta_pct"] = 100 * other["delta_ms"] / other["baseline_ms"]
-    other["noise_ms"] = np.maximum(other["spread"], other["base_spread"])
-    other["beyond_noise"] = other["delta_ms"].abs() > other["noise_ms"]
-    other["slower"] = other["beyond_noise"] & (other["delta_ms"] > 0)
-    return conform(other.sort_values(keys + ["state"]), MEASURED_COLUMNS)
+    rows = step_units(bench.dropna(subset=["step_ms"]))
+    out = compare_samples(rows, by=keys, label_col="series", baseline=baseline, value_col="step_ms", unit_col="unit")
+    out = out.rename(columns={"series": "state", "value": "step_ms", "baseline_value": "baseline_ms"})
+    out["delta_ms"] = out["step_ms"] - out["baseline_ms"]
+    out["delta_pct"] = 100 * out["effect"]
+    out["noise_ms"] = out["detectable"] * out["baseline_ms"]
+    out["beyond_noise"] = out["verdict"].isin(["faster", "slower"])
+    out["slower"] = out["verdict"] == "slower"
+    return conform(out.sort_values(keys + ["state"], kind="stable"), MEASURED_COLUMNS)
+
+
+def step_units(bench: pd.DataFrame) -> pd.DataFrame:
+    """``bench`` with ``series`` (the timed series: its own name, else the state) and ``unit`` (its pass).
+
+    A pass is the MoE step's ``pass`` where recorded, else the k-th run of consecutive rows of one
+    series at one size in a ``source`` (file order, ``line`` where present): ``--states
+    untuned,tuned,untuned,tuned`` gives each two passes. ``unit`` is ``<source>#<k>``, so passes of
+    separate processes never pair.
+    """
+    rows = bench.reset_index(drop=True)
+    series = rows["series"].astype("string") if "series" in rows.columns else pd.Series(pd.NA, index=rows.index,
+                                                                                        dtype="string")
+    series = series.mask(series.fillna("") == "", rows["state"].astype("string"))
+    source = rows["source"].astype("string").fillna("") if "source" in rows.columns else pd.Series(
+        "", index=rows.index, dtype="string")
+    order = rows["line"].to_numpy() if "line" in rows.columns and rows["line"].notna().all() else np.arange(len(rows))
+    ordered = rows.assign(series=series, _source=source, _order=order).sort_values(["_source", "_order"],
+                                                                                   kind="stable")
+    size = ["_source", "phase", "tokens"]
+    prev = ordered.groupby(size, dropna=False, sort=False)["series"].shift()
+    starts = (ordered["series"] != prev).fillna(True).astype(int)
+    run_no = starts.groupby([ordered[c] for c in size] + [ordered["series"]], dropna=False).cumsum() - 1
+    if "pass" in ordered.columns:
+        run_no = ordered["pass"].astype("Int64").fillna(run_no.astype("Int64"))
+    unit = ordered["_source"].astype(str) + "#" + run_no.astype(str)
+    return ordered.assign(unit=unit).drop(columns=["_source", "_order"]).sort_index()
 
 
 def break_even(measured: pd.DataFrame, *, tuning_s: float) -> pd.DataFrame:
@@ -288,21 +326,21 @@ def fallback_sizes(bench: pd.DataFrame) -> pd.DataFrame:
 def pass_drift(bench: pd.DataFrame) -> pd.DataFrame:
     """How far a state's step time moves between its passes in one process (same kernels, same sizes).
 
-    A pass is a run of consecutive rows of one state in a ``source`` (one ``profkit step`` file, rows
-    in the order it wrote them): ``--states untuned,cache,untuned,cache`` gives each state two passes.
+    A pass is what :func:`step_units` calls one: a run of consecutive rows of one state at one size
+    in a ``source`` (one ``profkit step`` file), or the MoE step's ``pass``: ``--states
+    untuned,cache,untuned,cache`` gives each state two passes.
 
     Returns:
         One row per (model, dtype, source, phase, tokens, state) with two or more passes: passes,
         step_ms (median over all its repetitions), drift_ms (max - min of the pass medians), drift_pct
         (of step_ms), within_ms (the largest max - min inside one pass). Empty when no state repeats.
+        ``state`` is the timed series (``untuned-2`` apart from ``untuned``).
     """
     require(bench, ("model", "dtype", "source", "phase", "tokens", "state", "step_ms"), "bench")
-    rows = bench.dropna(subset=["step_ms"])
-    state = rows["state"].astype(object)
-    starts = (state != state.groupby(rows["source"]).shift()).astype(int)
-    rows = rows.assign(pass_no=starts.groupby(rows["source"]).cumsum())
+    rows = step_units(bench.dropna(subset=["step_ms"]))
+    rows = rows.assign(state=rows["series"])
     keys = ["model", "dtype", "source", "phase", "tokens", "state"]
-    per_pass = rows.groupby([*keys, "pass_no"])["step_ms"].agg(median="median", spread=lambda x: x.max() - x.min())
+    per_pass = rows.groupby([*keys, "unit"])["step_ms"].agg(median="median", spread=lambda x: x.max() - x.min())
     out = per_pass.groupby(keys).agg(passes=("median", "size"), drift_ms=("median", lambda x: x.max() - x.min()),
                                      within_ms=("spread", "max")).reset_index()
     out = out.merge(rows.groupby(keys)["step_ms"].median().reset_index(), on=keys)
@@ -336,16 +374,18 @@ def cache_change(rows: pd.DataFrame, *, cache: str) -> pd.DataFrame:
     commands = pair.get("command", pd.Series(dtype=str)).astype(str)
     if set(pair["state"]) != {"untuned", "cache"} or not commands.str.contains(cache, regex=False).any():
         return conform(pd.DataFrame(), MEASURED_COLUMNS)
-    return measured_step_change(pair)
+    change = measured_step_change(pair)
+    return change[(change["state"] == "cache").to_numpy(dtype=bool)].reset_index(drop=True)
 
 
 def against_best(bench: pd.DataFrame, *, state: str = "repaired",
                  baselines: tuple[str, ...] = ("untuned", "cache")) -> pd.DataFrame:
-    """Per size: ``state`` against the faster (lower median) of ``baselines``, as :func:`measured_step_change`.
+    """Per size: ``state`` against the faster of ``baselines`` (lower step_ms), as :func:`measured_step_change`.
 
     Returns:
         One row per (model, dtype, phase, tokens) where ``state`` and every baseline have rows: best
-        (that baseline), step_ms, best_ms, delta_pct, noise_ms, slower (beyond noise). Empty otherwise.
+        (that baseline), step_ms, best_ms, delta_pct, noise_ms, slower (the rule's verdict is
+        slower), verdict, effect, effect_lo, effect_hi, detectable. Empty otherwise.
     """
     keys = ["model", "dtype", "phase", "tokens"]
     parts = [measured_step_change(bench[bench["state"].isin([b, state]).to_numpy(dtype=bool)], baseline=b).assign(best=b)
@@ -355,7 +395,8 @@ def against_best(bench: pd.DataFrame, *, state: str = "repaired",
     complete = changes.groupby(keys)["best"].transform("size") == len(baselines)
     best = changes[complete.to_numpy(dtype=bool)].sort_values("baseline_ms").groupby(keys).head(1)
     return best.rename(columns={"baseline_ms": "best_ms"}).sort_values(keys)[
-        [*keys, "best", "step_ms", "best_ms", "delta_pct", "noise_ms", "slower"]].reset_index(drop=True)
+        [*keys, "best", "step_ms", "best_ms", "delta_pct", "noise_ms", "slower", "verdict", "effect", "effect_lo",
+         "effect_hi", "detectable"]].reset_index(drop=True)
 
 
 def break_even_table(measured: pd.DataFrame, tuning_pass: pd.DataFrame) -> pd.DataFrame:

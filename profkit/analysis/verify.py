@@ -6,9 +6,14 @@ its winner and the default (runners[0], tactic -1) in a CUDA graph with rotating
 which candidates to time (:func:`verify_plan`), and what the timings say (:func:`bucket_verdicts`,
 :func:`op_summary`, :func:`policy_table`, :func:`repair_picks`, :func:`predict_step_from_verify`).
 
-Noise: a serving time carries the p10-p90 band of its graph replays. The pick is *faster* than the
-default when its p90 is below the default's p10, *slower* when its p10 is above the default's p90,
-else the two are within noise (the rule the shipped op timings use).
+Noise: every verdict comes from the one rule of :mod:`profkit.analysis.verdict`
+(docs/comparison_rule.md) with a verify *process* (one ``verify.parquet``, column ``source``) as
+the unit: a candidate's 30 graph replays are one block of one process, so their p10-p90 band is
+the spread inside a block, not between processes. In one process the pick against the default is
+judged with the spread of that ratio between processes, calibrated on the shipped verify tables'
+repeated kernels (``VERIFY_RATIO_SD``); with three or more processes timing both, with their own
+spread. A comparison across processes (one run's pick against another run's) is not measurable
+unless each run was verified in three or more processes (:func:`compare_runs`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import pandas as pd
 
 from profkit.analysis._frames import conform, empty, flashinfer_rows, op_shape, require
 from profkit.analysis.engine import assign_bucket
+from profkit.analysis.verdict import MIN_UNITS, VERIFY_RATIO_SD, compare_samples, compare_two
 from profkit.errors import ProfkitError
 
 PLAN_COLUMNS = {
@@ -31,10 +37,12 @@ VERDICT_COLUMNS = {
     "default_ms": "float64", "tuner_speedup": "float64", "serving_speedup": "float64",
     "serving_noise": "float64", "verdict": "string", "best_runner": "string", "best_tactic": "string",
     "best_ms": "float64", "regret": "float64", "rank_agreement": "float64", "cache_runs_pick": "boolean",
+    "effect": "float64", "effect_lo": "float64", "effect_hi": "float64", "detectable": "float64", "n": "Int64",
+    "n_baseline": "Int64", "design": "string",
 }
 SUMMARY_COLUMNS = {
     "op": "string", "buckets": "Int64", "faster": "Int64", "slower": "Int64", "within_noise": "Int64",
-    "median_tuner_speedup": "float64", "median_serving_speedup": "float64", "median_regret": "float64",
+    "not_measurable": "Int64", "median_tuner_speedup": "float64", "median_serving_speedup": "float64", "median_regret": "float64",
     "median_rank_agreement": "float64",
 }
 REPAIR_COLUMNS = {
@@ -44,8 +52,8 @@ REPAIR_COLUMNS = {
 }
 POLICY_COLUMNS = {
     "policy": "string", "op": "string", "shapes": "Int64", "buckets": "Int64", "slower": "Int64", "faster": "Int64",
-    "within_noise": "Int64", "median_serving_speedup": "float64", "median_regret": "float64",
-    "tuning_s": "float64",
+    "within_noise": "Int64", "not_measurable": "Int64", "median_serving_speedup": "float64",
+    "median_regret": "float64", "tuning_s": "float64",
 }
 STEP_COLUMNS = {
     "op": "string", "tokens": "Int64", "layers": "Int64", "state": "string",
@@ -116,21 +124,26 @@ def verify_plan(candidates: pd.DataFrame, winners: pd.DataFrame, *, sizes, top_k
     return conform(plan, PLAN_COLUMNS)
 
 
-def bucket_verdicts(verify: pd.DataFrame) -> pd.DataFrame:
+def bucket_verdicts(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD) -> pd.DataFrame:
     """Per (run_id, op, shape, m): the tuner's pick against the default and the serving-best.
 
     Args:
-        verify: the verify table (``profkit verify``; ``serving_ms`` with p10/p90 per candidate).
+        verify: the verify table (``profkit verify``; ``serving_ms`` with p10/p90 per candidate;
+            ``source``, the file, names the process where several processes timed one run).
+        ratio_sd: spread (sd of the log) of a pick/default ratio timed in one process; the
+            default is calibrated on the shipped verify tables (docs/comparison_rule.md).
 
     Returns:
         One row per (run_id, op, shape, m) that has both a timed pick and a timed default:
-        serving_speedup (default / pick, serving times), tuner_speedup (the same by the tuner's
-        times), serving_noise (relative half-width of the wider p10-p90 band of the two),
-        verdict ``faster`` / ``slower`` / ``within_noise``, the serving-best candidate and the
-        pick's regret against it (pick / best - 1), rank_agreement (Spearman correlation of the
-        tuner's and the serving order of the timed candidates; NaN under 3 candidates), and
-        cache_runs_pick (whether FlashInfer's own lookup at this M ran the pick). Sorted by
-        run_id, op, shape, m.
+        pick_ms and default_ms (serving times; geometric means over processes where several timed
+        them), serving_speedup (default / pick), tuner_speedup (the same by the tuner's times),
+        serving_noise (relative half-width of the wider p10-p90 band of the two: the spread inside
+        one process), the rule's effect (pick / default - 1), effect_lo, effect_hi, detectable,
+        n and n_baseline (processes), design and verdict (``faster`` / ``slower`` /
+        ``within_noise`` / ``not_measurable``), the serving-best candidate and the pick's regret
+        against it (pick / best - 1), rank_agreement (Spearman correlation of the tuner's and the
+        serving order of the timed candidates; NaN under 3 candidates), and cache_runs_pick
+        (whether FlashInfer's own lookup at this M ran the pick). Sorted by run_id, op, shape, m.
     """
     require(verify, ("run_id", "op", "shape", "m", "bucket", "runner", "tactic", "tuner_ms", "winner", "default",
                      "serving_ms", "serving_p10_ms", "serving_p90_ms"), "verify")
@@ -141,27 +154,41 @@ def bucket_verdicts(verify: pd.DataFrame) -> pd.DataFrame:
         if pick.empty or default.empty:
             continue
         p, d = pick.iloc[0], default.iloc[0]
+        same = group[(group["runner"] == p["runner"]) & (group["tactic"] == p["tactic"])]
+        pick_units, default_units = _process_units(same), _process_units(default)
+        shared = pick_units.index.intersection(default_units.index)
+        paired = len(shared) >= MIN_UNITS
+        rule = compare_two(pick_units.loc[shared] if paired else pick_units,
+                           default_units.loc[shared] if paired else default_units, paired=paired, ratio_sd=ratio_sd)
+        pick_ms = float(np.exp(np.log(pick_units).mean()))
+        default_ms = float(np.exp(np.log(default_units).mean()))
         best = group.loc[group["serving_ms"].idxmin()]
-        faster = p["serving_p90_ms"] < d["serving_p10_ms"]
-        slower = p["serving_p10_ms"] > d["serving_p90_ms"]
         band = max(_half_band(p), _half_band(d))
         cache = group["cache_choice"].fillna(False) if "cache_choice" in group else pd.Series(False, index=group.index)
         rows.append({
             "run_id": run_id, "op": op, "shape": shape, "m": m, "bucket": p["bucket"], "at_bucket": m == p["bucket"],
-            "pick_runner": p["runner"], "pick_tactic": p["tactic"], "pick_ms": p["serving_ms"],
-            "default_ms": d["serving_ms"], "tuner_speedup": d["tuner_ms"] / p["tuner_ms"],
-            "serving_speedup": d["serving_ms"] / p["serving_ms"], "serving_noise": band,
-            "verdict": "faster" if faster else "slower" if slower else "within_noise",
+            "pick_runner": p["runner"], "pick_tactic": p["tactic"], "pick_ms": pick_ms,
+            "default_ms": default_ms, "tuner_speedup": d["tuner_ms"] / p["tuner_ms"],
+            "serving_speedup": default_ms / pick_ms, "serving_noise": band, "verdict": rule.verdict,
             "best_runner": best["runner"], "best_tactic": best["tactic"], "best_ms": best["serving_ms"],
             "regret": p["serving_ms"] / best["serving_ms"] - 1.0,
             "rank_agreement": _spearman(group["tuner_ms"], group["serving_ms"]),
             "cache_runs_pick": bool(cache[group["winner"].fillna(False)].any()),
+            "effect": rule.effect, "effect_lo": rule.effect_lo, "effect_hi": rule.effect_hi,
+            "detectable": rule.detectable, "n": rule.n, "n_baseline": rule.n_baseline, "design": rule.design,
         })
     return conform(pd.DataFrame(rows), VERDICT_COLUMNS) if rows else empty(VERDICT_COLUMNS)
 
 
+def _process_units(rows: pd.DataFrame) -> pd.Series:
+    """Serving ms per process (``source``; one unit when the table has no source), median over repeats in it."""
+    if "source" not in rows.columns:
+        return pd.Series([float(rows["serving_ms"].median())], index=["-"])
+    return rows.groupby(rows["source"].astype("string").fillna("-"))["serving_ms"].median()
+
+
 def op_summary(verdicts: pd.DataFrame, *, at_bucket_only: bool = True) -> pd.DataFrame:
-    """Per op: how often the tuner's pick is faster, slower or within noise of the default in serving.
+    """Per op: how often the tuner's pick is faster, slower, within noise of the default in serving, or not measurable.
 
     ``at_bucket_only`` counts each bucket once, at its own M (between-bucket M values run the
     same pick, or the default for runners keyed by M).
@@ -174,6 +201,7 @@ def op_summary(verdicts: pd.DataFrame, *, at_bucket_only: bool = True) -> pd.Dat
         counts = g["verdict"].value_counts()
         rows.append({"op": op, "buckets": len(g), "faster": int(counts.get("faster", 0)),
                      "slower": int(counts.get("slower", 0)), "within_noise": int(counts.get("within_noise", 0)),
+                     "not_measurable": int(counts.get("not_measurable", 0)),
                      "median_tuner_speedup": g["tuner_speedup"].median(),
                      "median_serving_speedup": g["serving_speedup"].median(),
                      "median_regret": g["regret"].median(), "median_rank_agreement": g["rank_agreement"].median()})
@@ -190,7 +218,8 @@ def policy_table(verify: pd.DataFrame, tuning_s: pd.DataFrame | None = None) -> 
 
     Returns:
         One row per (policy, op): shapes, buckets (each at its own M), slower / faster /
-        within_noise (the pick against the default in serving), median_serving_speedup,
+        within_noise / not_measurable (the pick against the default in serving, by
+        :func:`bucket_verdicts`), median_serving_speedup,
         median_regret (against the serving-best of the timed candidates) and tuning_s.
     """
     require(verify, ("policy",), "verify")
@@ -204,9 +233,47 @@ def policy_table(verify: pd.DataFrame, tuning_s: pd.DataFrame | None = None) -> 
                 spent = float(sel["tuning_s"].sum()) if len(sel) else np.nan
             rows.append({"policy": policy, "op": row.op, "shapes": table[table["op"] == row.op]["shape"].nunique(),
                          "buckets": row.buckets, "slower": row.slower, "faster": row.faster,
-                         "within_noise": row.within_noise, "median_serving_speedup": row.median_serving_speedup,
+                         "within_noise": row.within_noise, "not_measurable": row.not_measurable,
+                         "median_serving_speedup": row.median_serving_speedup,
                          "median_regret": row.median_regret, "tuning_s": spent})
     return conform(pd.DataFrame(rows), POLICY_COLUMNS) if rows else empty(POLICY_COLUMNS)
+
+
+RUN_COMPARISON_COLUMNS = {
+    "op": "string", "shape": "string", "m": "Int64", "run_id": "string", "baseline": "string",
+    "pick_runner": "string", "pick_tactic": "string", "pick_ms": "float64", "baseline_ms": "float64",
+    "effect": "float64", "effect_lo": "float64", "effect_hi": "float64", "verdict": "string", "n": "Int64",
+    "n_baseline": "Int64", "design": "string", "detectable": "float64", "note": "string",
+}
+
+
+def compare_runs(verify: pd.DataFrame, *, baseline: str, routing: str | None = None) -> pd.DataFrame:
+    """Each run's pick against the ``baseline`` run's pick at the same (op, shape, m), in serving.
+
+    The two picks were timed in different processes, so a process (``source``) is the unit: with
+    one process per run the comparison is ``not_measurable``; verify each run in three or more
+    processes to measure it. MoE rows are those of ``routing`` (:func:`of_routing`).
+
+    Returns:
+        One row per (op, shape, m, run_id != baseline) timed in both: pick_runner, pick_tactic,
+        pick_ms and baseline_ms (geometric means over processes) and the rule's columns
+        (effect = pick / baseline's pick - 1, effect_lo, effect_hi, verdict, n, n_baseline, design,
+        detectable, note). Sorted by op, shape, m, run_id.
+    """
+    require(verify, ("run_id", "op", "shape", "m", "runner", "tactic", "winner", "serving_ms"), "verify")
+    picks = of_routing(verify, routing)
+    picks = picks[picks["winner"].fillna(False).to_numpy(dtype=bool) & picks["serving_ms"].notna().to_numpy(dtype=bool)]
+    if not (picks["run_id"].astype("string") == baseline).fillna(False).any():
+        raise ProfkitError(f"no verify picks of run {baseline!r}; runs: "
+                           f"{', '.join(sorted(verify['run_id'].dropna().astype(str).unique()))}")
+    picks = picks.assign(_unit=picks["source"].astype("string").fillna("-") if "source" in picks.columns else "-")
+    out = compare_samples(picks, by=["op", "shape", "m"], label_col="run_id", baseline=baseline,
+                          value_col="serving_ms", unit_col="_unit", paired=False)
+    named = picks.drop_duplicates(["op", "shape", "m", "run_id"])[["op", "shape", "m", "run_id", "runner", "tactic"]]
+    out = out.merge(named.rename(columns={"runner": "pick_runner", "tactic": "pick_tactic"}),
+                    on=["op", "shape", "m", "run_id"], how="left")
+    out = out.rename(columns={"value": "pick_ms", "baseline_value": "baseline_ms"})
+    return conform(out.sort_values(["op", "shape", "m", "run_id"], kind="stable"), RUN_COMPARISON_COLUMNS)
 
 
 def repair_picks(verify: pd.DataFrame, *, routing: str | None = None) -> pd.DataFrame:

@@ -1,0 +1,529 @@
+"""One rule for every "faster / slower / within noise" that profkit prints: docs/comparison_rule.md.
+
+The unit of replication is a *unit*: a pass of a state in ``profkit step`` (consecutive repetitions
+of one state between other states' passes), a process in ``profkit verify``. Repetitions inside a
+unit share its drift, so they are summarised by their median and never counted as units. On the
+log of the unit medians the rule takes:
+
+- *paired* (units of both sides share an id, e.g. pass 0, 1, 2 of interleaved states): Student t
+  on the per-unit differences, so slow drift common to a pass pair cancels;
+- *unpaired* (enough units, no shared ids, e.g. states in separate processes): Welch t;
+- *calibrated* (too few units, and the caller passes ``ratio_sd``, the spread of one unit's log
+  ratio measured on repeated A/A data): a normal interval of that known spread;
+- else *not measurable*: one pass of A then one pass of B cannot tell a change from drift.
+
+The effect is ``candidate / baseline - 1`` (ratio of the geometric means of the unit medians;
+negative = faster for times). A verdict is ``faster`` or ``slower`` only when the interval at
+``confidence`` excludes 0 *and* the effect is larger than ``floor`` (the drift floor: the order
+effect seen in A/A data, below which no change is acted on). ``detectable`` is the smallest change
+the point could have called: max(the interval's half-width, the floor).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from statistics import NormalDist
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from profkit.analysis._frames import require
+from profkit.errors import ProfkitError
+
+VERDICTS = ("faster", "slower", "within_noise", "not_measurable")
+# Two-sided confidence of the interval. On the shipped A/A sets it gives 0 of 48 MoE points and
+# 0 of 13 dense same-kernel points beyond noise (scripts/calibrate_rule.py).
+CONFIDENCE = 0.95
+# Fewer units per side than this, and no calibrated spread: not measurable. With 3 passes each
+# (profkit step's interleaved default) the paired t has 2 degrees of freedom.
+MIN_UNITS = 3
+# Relative changes below this are never called. The largest systematic A/A effect among the MoE
+# A/A points (identical kernels, fixed order in each pass) is 0.33% (Qwen3-30B-A3B decode 64).
+DRIFT_FLOOR = 0.005
+# Spread (sd of the log) of a pick/default ratio measured in one ``profkit verify`` process:
+# the 95th percentile of |log ratio difference| over the shipped verify tables' repeated kernels
+# (same op, shape, M, runner, tactic and default timed in two processes), / (1.96 * sqrt(2)).
+# scripts/calibrate_rule.py recomputes it (verify_ratio_sd).
+VERIFY_RATIO_SD = 0.031
+
+DESIGNS = ("paired", "unpaired", "calibrated", "too_few_units")
+RESULT_COLUMNS = {
+    "baseline": "string", "value": "float64", "baseline_value": "float64", "effect": "float64",
+    "effect_lo": "float64", "effect_hi": "float64", "verdict": "string", "n": "Int64", "n_baseline": "Int64",
+    "design": "string", "detectable": "float64", "note": "string",
+}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One candidate against its baseline under the rule.
+
+    Attributes:
+        effect: candidate / baseline - 1 (negative = faster for times); NaN without data.
+        effect_lo: lower end of the interval of ``effect`` (NaN when not measurable).
+        effect_hi: upper end of the interval.
+        verdict: one of :data:`VERDICTS`.
+        n: candidate units.
+        n_baseline: baseline units.
+        design: one of :data:`DESIGNS`.
+        detectable: smallest relative change this design could have called (NaN when not measurable).
+        note: why the point is not measurable; empty otherwise.
+    """
+
+    effect: float
+    effect_lo: float
+    effect_hi: float
+    verdict: str
+    n: int
+    n_baseline: int
+    design: str
+    detectable: float
+    note: str = ""
+
+    def __str__(self) -> str:
+        units = f"{self.n} vs {self.n_baseline} units, {self.design.replace('_', ' ')}"
+        if self.verdict == "not_measurable":
+            return f"not measurable ({units}): {self.note}" if self.note else f"not measurable ({units})"
+        return (f"{self.verdict.replace('_', ' ')}: {100 * self.effect:+.2f}% "
+                f"[{100 * self.effect_lo:+.2f}%, {100 * self.effect_hi:+.2f}%] ({units}; "
+                f"detectable {100 * self.detectable:.2f}%)")
+
+
+def compare_two(candidate: Sequence[float], baseline: Sequence[float], *, paired: bool = False,
+                ratio_sd: float | None = None, floor: float = DRIFT_FLOOR, confidence: float = CONFIDENCE,
+                min_units: int = MIN_UNITS) -> Comparison:
+    """Compare two samples of unit values (one value per unit, e.g. pass medians) under the rule.
+
+    Args:
+        candidate: the candidate's unit values (positive; NaN dropped).
+        baseline: the baseline's unit values.
+        paired: the i-th values of both come from the same block (e.g. pass i of interleaved
+            states); both must then have the same length.
+        ratio_sd: calibrated sd of the log ratio of one candidate unit to one baseline unit, used
+            when there are too few units to estimate the spread; None: such points are not measurable.
+        floor: the drift floor (relative).
+        confidence: two-sided confidence of the interval.
+        min_units: fewer units than this per side estimate no spread.
+
+    Returns:
+        A :class:`Comparison`.
+    """
+    _check_rule(floor=floor, confidence=confidence, min_units=min_units)
+    a = np.asarray(candidate, dtype=float)
+    b = np.asarray(baseline, dtype=float)
+    if paired:
+        if len(a) != len(b):
+            raise ProfkitError(f"paired samples need equal lengths, found {len(a)} candidate and {len(b)} "
+                               f"baseline values; pass paired=False")
+        keep = np.isfinite(a) & np.isfinite(b)
+        a, b = a[keep], b[keep]
+    else:
+        a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    _check_positive(np.concatenate([a, b]), "sample")
+    row = _design(np.log(a), np.log(b), paired=paired, ratio_sd=ratio_sd, min_units=min_units)
+    out = _decide(np.array([row["d"]]), np.array([row["se"]]), np.array([row["df"]]), floor=floor,
+                  confidence=confidence)
+    return Comparison(effect=float(out["effect"][0]), effect_lo=float(out["effect_lo"][0]),
+                      effect_hi=float(out["effect_hi"][0]), verdict=str(out["verdict"][0]), n=len(a),
+                      n_baseline=len(b), design=row["design"], detectable=float(out["detectable"][0]),
+                      note=row["note"] if out["verdict"][0] == "not_measurable" else "")
+
+
+def compare_samples(frame: pd.DataFrame, *, by: Sequence[str], label_col: str, baseline: str, value_col: str,
+                    unit_col: str | None = None, paired: bool | str = "auto", ratio_sd: float | None = None,
+                    floor: float = DRIFT_FLOOR, confidence: float = CONFIDENCE,
+                    min_units: int = MIN_UNITS) -> pd.DataFrame:
+    """Compare every label with ``baseline`` inside each ``by`` group, under the one rule.
+
+    Rows of one (by..., label, unit) are repetitions of a unit: their median is the unit's value.
+    Without ``unit_col`` every row is a unit of its own (e.g. rows that already are pass medians,
+    or one process each).
+
+    Args:
+        frame: one row per measurement (positive ``value_col``; NaN rows are left out).
+        by: the columns of one comparison point, e.g. model, dtype, phase, tokens.
+        label_col: the column naming what is compared (a state, a run, a candidate).
+        baseline: the label every other label is compared with.
+        value_col: the measured value (a time: smaller is faster).
+        unit_col: the unit of replication (e.g. a pass id unique within its process). Units of
+            the two sides with the same id are paired (``paired="auto"``) when at least
+            ``min_units`` ids are shared.
+        paired: "auto", True (pair or fall back to not measurable) or False (never pair).
+        ratio_sd: calibrated sd of one unit's log ratio (see :func:`compare_two`).
+        floor: the drift floor (relative).
+        confidence: two-sided confidence of the interval.
+        min_units: fewer units than this per side estimate no spread.
+
+    Returns:
+        One row per (by..., label != baseline) whose group has baseline rows, sorted by by, label:
+        the ``by`` columns, ``label_col``, ``baseline``, ``value`` and ``baseline_value`` (geometric
+        means of the unit values, in ``value_col``'s unit), ``effect`` (value / baseline_value - 1),
+        ``effect_lo``, ``effect_hi``, ``verdict`` (faster, slower, within_noise or not_measurable),
+        ``n`` and ``n_baseline`` (units), ``design`` (paired, unpaired, calibrated or
+        too_few_units), ``detectable`` (the smallest relative change the point could have
+        called) and ``note`` (why a point is not measurable).
+    """
+    by = list(by)
+    require(frame, [*by, label_col, value_col] + ([unit_col] if unit_col else []), "samples")
+    _check_rule(floor=floor, confidence=confidence, min_units=min_units)
+    if paired not in ("auto", True, False):
+        raise ProfkitError(f"paired must be 'auto', True or False, found {paired!r}")
+    columns = {**{c: frame[c].dtype for c in by}, label_col: "string", **RESULT_COLUMNS}
+    rows = frame[frame[value_col].notna().to_numpy(dtype=bool)]
+    _check_positive(rows[value_col].to_numpy(dtype=float), value_col)
+    if rows.empty:
+        return _empty(columns)
+    keys = [*by, label_col]
+    unit = unit_col or "_row"
+    if unit_col is None:
+        rows = rows.assign(_row=rows.groupby(keys, dropna=False, sort=False).cumcount())
+    medians = rows.groupby([*keys, unit], dropna=False, sort=True, observed=True)[value_col].median()
+    per_label = {key: grp.droplevel(keys) for key, grp in medians.groupby(level=keys, dropna=False, sort=True)}
+    points: dict[tuple, dict] = {}
+    for key, grp in per_label.items():
+        points.setdefault(tuple(key[:-1]), {})[key[-1]] = grp
+    out, designs = [], []
+    for point, labels in points.items():
+        base = _label_units(labels, baseline)
+        if base is None:
+            continue
+        for label, units in labels.items():
+            if _same_label(label, baseline):
+                continue
+            shared = units.index.intersection(base.index)
+            pair = paired is True or (paired == "auto" and unit_col is not None and len(shared) >= min_units)
+            a, b = (units.loc[shared], base.loc[shared]) if pair else (units, base)
+            row = _design(np.log(a.to_numpy(dtype=float)), np.log(b.to_numpy(dtype=float)), paired=pair,
+                          ratio_sd=ratio_sd, min_units=min_units)
+            designs.append(row)
+            out.append({**dict(zip(by, point)), label_col: label, "baseline": baseline,
+                        "value": float(np.exp(np.mean(np.log(units.to_numpy(dtype=float))))),
+                        "baseline_value": float(np.exp(np.mean(np.log(base.to_numpy(dtype=float))))),
+                        "n": len(a), "n_baseline": len(b), "design": row["design"], "note": row["note"]})
+    if not out:
+        return _empty(columns)
+    decided = _decide(np.array([r["d"] for r in designs]), np.array([r["se"] for r in designs]),
+                      np.array([r["df"] for r in designs]), floor=floor, confidence=confidence)
+    result = pd.DataFrame(out).assign(**decided)
+    result["note"] = result["note"].where(result["verdict"] == "not_measurable", "")
+    result = result[list(columns)]
+    result = result.astype({c: t for c, t in columns.items() if c not in by})
+    return result.sort_values([*by, label_col], kind="stable").reset_index(drop=True)
+
+
+def compare_values(candidate, baseline, *, ratio_sd, floor: float = DRIFT_FLOOR,
+                   confidence: float = CONFIDENCE) -> pd.DataFrame:
+    """The rule for single measurements of each side with a calibrated spread, row by row.
+
+    For designs of one unit per side (a verify process, a tuning run) whose spread is known from
+    repeated A/A data: a normal interval of ``ratio_sd`` around the log ratio.
+
+    Args:
+        candidate: the candidate's values (array-like; positive).
+        baseline: the baseline's values, same length.
+        ratio_sd: sd of the log ratio of one candidate to one baseline measurement: a scalar or
+            one per row; NaN rows are not measurable.
+        floor: the drift floor (relative).
+        confidence: two-sided confidence of the interval.
+
+    Returns:
+        One row per input position (same order, a fresh RangeIndex): effect, effect_lo,
+        effect_hi, verdict, detectable.
+    """
+    _check_rule(floor=floor, confidence=confidence, min_units=1)
+    a = np.asarray(candidate, dtype=float)
+    b = np.asarray(baseline, dtype=float)
+    if a.shape != b.shape:
+        raise ProfkitError(f"candidate and baseline need the same length, found {len(a)} and {len(b)}")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where((a > 0) & (b > 0), np.log(np.where(a > 0, a, 1.0)) - np.log(np.where(b > 0, b, 1.0)), np.nan)
+    se = np.broadcast_to(np.asarray(ratio_sd, dtype=float), d.shape)
+    out = _decide(d, se, np.full(d.shape, np.inf), floor=floor, confidence=confidence)
+    return pd.DataFrame(out).astype({"verdict": "string"})
+
+
+def within_noise(verdict) -> np.ndarray:
+    """True where a verdict is neither faster nor slower (within noise, or not measurable)."""
+    v = pd.Series(verdict, dtype="string").fillna("not_measurable")
+    return (~v.isin(["faster", "slower"])).to_numpy(dtype=bool)
+
+
+def ratio_sd_from_repeats(differences) -> float:
+    """Calibrated ``ratio_sd`` from A/A repeats: log ratios of one comparison measured in two units.
+
+    Each difference is (log ratio in unit 1) - (log ratio in unit 2) of the same comparison; its
+    95th percentile of |difference| / (1.96 * sqrt(2)) is the sd that makes a one-unit
+    interval at 95% as wide as the A/A repeats require, heavy tails included. NaN under 20 values.
+    """
+    d = np.abs(np.asarray(differences, dtype=float))
+    d = d[np.isfinite(d)]
+    if len(d) < 20:
+        return float("nan")
+    return float(np.quantile(d, 0.95) / (NormalDist().inv_cdf(0.975) * math.sqrt(2)))
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Quantile of Student's t with ``df`` degrees of freedom (``df = inf``: the normal)."""
+    return _t_quantile(round(float(p), 12), round(float(df), 9))
+
+
+# -- A/A calibration ---------------------------------------------------------------------------
+AA_STEP_COLUMNS = {
+    "model": "string", "dtype": "string", "source": "string", "phase": "string", "tokens": "Int64",
+    "kind": "string", "series": "string", "baseline": "string", "old_beyond_noise": "boolean", "effect": "float64",
+    "effect_lo": "float64", "effect_hi": "float64", "verdict": "string", "n": "Int64", "n_baseline": "Int64",
+    "design": "string", "detectable": "float64",
+}
+AA_VERIFY_COLUMNS = {
+    "op": "string", "shape": "string", "m": "Int64", "runner": "string", "tactic": "string", "source_a": "string",
+    "source_b": "string", "log_ratio_a": "float64", "log_ratio_b": "float64", "old_a": "string", "old_b": "string",
+}
+
+
+def old_step_rule(candidate, baseline) -> bool:
+    """The step rule profkit used before this one: |median difference| > the larger max - min of the two samples."""
+    a, b = np.asarray(candidate, dtype=float), np.asarray(baseline, dtype=float)
+    return bool(abs(np.median(a) - np.median(b)) > max(np.ptp(a), np.ptp(b)))
+
+
+def aa_step_points(bench: pd.DataFrame, **rule) -> pd.DataFrame:
+    """Every A/A comparison (identical kernels) in ``profkit step`` rows, by the old and by this rule.
+
+    Kinds: ``series`` (a state given twice, ``untuned-2`` against ``untuned``: interleaved passes),
+    ``same_kernels`` (a state whose recorded picks equal the untuned ones at that size, against
+    untuned: the design of a real comparison) and ``single_pass`` (pass i against pass j of one
+    series in one process: the one-pass-each design). ``rule`` goes to :func:`compare_two`.
+
+    Returns:
+        :data:`AA_STEP_COLUMNS`: one row per comparison; ``old_beyond_noise`` is :func:`old_step_rule`
+        on the repetitions (pooled over passes for series and same_kernels). Sorted by source, phase,
+        tokens, kind, series.
+    """
+    from profkit.analysis.step import step_units
+
+    require(bench, ("model", "dtype", "phase", "tokens", "state", "step_ms"), "bench")
+    rows = step_units(bench.dropna(subset=["step_ms"]))
+    if "source" not in rows.columns:
+        rows = rows.assign(source="")
+    out = []
+    for (source, phase, tokens), g in rows.groupby(["source", "phase", "tokens"], sort=True):
+        first = g.iloc[0]
+        where = {"model": first["model"], "dtype": first["dtype"], "source": source, "phase": phase, "tokens": tokens}
+        units = {s: grp.groupby("unit")["step_ms"] for s, grp in g.groupby("series", sort=True)}
+        reps = {s: grp["step_ms"].to_numpy(dtype=float) for s, grp in g.groupby("series", sort=True)}
+        for s in sorted(units):
+            base = s.rsplit("-", 1)[0] if s.rsplit("-", 1)[-1].isdigit() else None
+            if base in units:
+                out.append(_aa_row(where, "series", s, base, units, reps, rule))
+        for s in _same_kernel_series(g):
+            out.append(_aa_row(where, "same_kernels", s, "untuned", units, reps, rule))
+        for s in sorted(units):
+            passes = [(u, v.to_numpy(dtype=float)) for u, v in g[g["series"] == s].groupby("unit")["step_ms"]]
+            for i in range(len(passes)):
+                for j in range(i + 1, len(passes)):
+                    (ui, a), (uj, b) = passes[i], passes[j]
+                    c = compare_two([np.median(b)], [np.median(a)], **rule)
+                    out.append({**where, "kind": "single_pass", "series": f"{s}@{uj}", "baseline": f"{s}@{ui}",
+                                "old_beyond_noise": old_step_rule(b, a), **_fields(c)})
+    if not out:
+        return _empty(AA_STEP_COLUMNS)
+    frame = pd.DataFrame(out)[list(AA_STEP_COLUMNS)].astype(AA_STEP_COLUMNS)
+    return frame.sort_values(["source", "phase", "tokens", "kind", "series"], kind="stable").reset_index(drop=True)
+
+
+def aa_verify_pairs(verify: pd.DataFrame) -> pd.DataFrame:
+    """Repeats of one verify comparison: a candidate and its default, both timed in two processes.
+
+    For every (op, shape, m, runner, tactic) other than the default that two verify files
+    (``source``, one process each) timed together with the default at that M: the log ratio
+    candidate / default in each, and the old verdict (non-overlapping p10-p90 bands) in each.
+    :func:`ratio_sd_from_repeats` of ``log_ratio_a - log_ratio_b`` calibrates ``VERIFY_RATIO_SD``.
+
+    Returns:
+        :data:`AA_VERIFY_COLUMNS`, sorted by op, shape, m, runner, tactic, source_a, source_b.
+    """
+    require(verify, ("source", "op", "shape", "m", "runner", "tactic", "default", "serving_ms", "serving_p10_ms",
+                     "serving_p90_ms"), "verify")
+    timed = verify[verify["serving_ms"].notna().to_numpy(dtype=bool)]
+    if "routing" in timed.columns:  # MoE rows: the tuner's own routing, as repair and verdicts use
+        timed = timed[(timed["routing"].isna() | (timed["routing"] == "tuner")).to_numpy(dtype=bool)]
+    where = ["source", "op", "shape", "m"]
+    is_default = timed["default"].fillna(False).to_numpy(dtype=bool)
+    defaults = timed[is_default].drop_duplicates(where)[[*where, "serving_ms", "serving_p10_ms", "serving_p90_ms"]]
+    cand = timed[~is_default].drop_duplicates([*where, "runner", "tactic"]).merge(
+        defaults, on=where, suffixes=("", "_d"))
+    cand = cand.assign(log_ratio=np.log(cand["serving_ms"] / cand["serving_ms_d"]),
+                       old=np.where(cand["serving_p90_ms"] < cand["serving_p10_ms_d"], "faster",
+                                    np.where(cand["serving_p10_ms"] > cand["serving_p90_ms_d"], "slower",
+                                             "within_noise")))
+    out = []
+    for key, g in cand.groupby(["op", "shape", "m", "runner", "tactic"], sort=True):
+        g = g.sort_values("source")
+        for i in range(len(g)):
+            for j in range(i + 1, len(g)):
+                a, b = g.iloc[i], g.iloc[j]
+                out.append({**dict(zip(["op", "shape", "m", "runner", "tactic"], key)), "source_a": a["source"],
+                            "source_b": b["source"], "log_ratio_a": a["log_ratio"], "log_ratio_b": b["log_ratio"],
+                            "old_a": a["old"], "old_b": b["old"]})
+    return pd.DataFrame(out)[list(AA_VERIFY_COLUMNS)].astype(AA_VERIFY_COLUMNS) if out else _empty(AA_VERIFY_COLUMNS)
+
+
+def _aa_row(where: dict, kind: str, series: str, base: str, units: dict, reps: dict, rule: dict) -> dict:
+    a, b = units[series].median(), units[base].median()
+    shared = a.index.intersection(b.index)
+    paired = len(shared) >= rule.get("min_units", MIN_UNITS)
+    c = compare_two(a.loc[shared] if paired else a, b.loc[shared] if paired else b, paired=paired, **rule)
+    return {**where, "kind": kind, "series": series, "baseline": base,
+            "old_beyond_noise": old_step_rule(reps[series], reps[base]), **_fields(c)}
+
+
+def _fields(c: Comparison) -> dict:
+    return {"effect": c.effect, "effect_lo": c.effect_lo, "effect_hi": c.effect_hi, "verdict": c.verdict, "n": c.n,
+            "n_baseline": c.n_baseline, "design": c.design, "detectable": c.detectable}
+
+
+def _same_kernel_series(rows: pd.DataFrame) -> list[str]:
+    """Series of another state that ran exactly the untuned picks at this size (recorded ``picks``)."""
+    if "picks" not in rows.columns:
+        return []
+    recorded = rows[rows["picks"].fillna("").astype(str).str.contains("=")]
+    first = recorded.groupby("series")["picks"].first()
+    states = recorded.groupby("series")["state"].first()
+    if "untuned" not in first.index:
+        return []
+    return sorted(s for s, p in first.items() if states[s] != "untuned" and p == first["untuned"])
+
+
+# -- the rule's parts ---------------------------------------------------------------------------
+def _design(log_a: np.ndarray, log_b: np.ndarray, *, paired: bool, ratio_sd, min_units: int) -> dict:
+    """Log effect, its standard error and degrees of freedom for one point, and the design used."""
+    na, nb = len(log_a), len(log_b)
+    nan = float("nan")
+    if na == 0 or nb == 0:
+        side = "candidate" if na == 0 else "baseline"
+        return {"d": nan, "se": nan, "df": nan, "design": "too_few_units", "note": f"no {side} units"}
+    d = float(np.mean(log_a) - np.mean(log_b))
+    if paired and na >= min_units:
+        diff = log_a - log_b
+        return {"d": float(np.mean(diff)), "se": float(np.std(diff, ddof=1) / math.sqrt(na)), "df": na - 1.0,
+                "design": "paired", "note": ""}
+    if not paired and na >= min_units and nb >= min_units:
+        va, vb = np.var(log_a, ddof=1) / na, np.var(log_b, ddof=1) / nb
+        se = math.sqrt(va + vb)
+        df = se ** 4 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1)) if se > 0 else na + nb - 2.0
+        return {"d": d, "se": se, "df": float(df), "design": "unpaired", "note": ""}
+    if ratio_sd is not None and np.isfinite(ratio_sd):
+        return {"d": d, "se": float(ratio_sd) * math.sqrt((1 / na + 1 / nb) / 2), "df": math.inf,
+                "design": "calibrated", "note": ""}
+    what = "paired units" if paired else "units"
+    note = (f"{na} candidate and {nb} baseline {what}, fewer than {min_units} per side: the spread between "
+            f"units (drift between passes or processes) is not sampled")
+    return {"d": d, "se": nan, "df": nan, "design": "too_few_units", "note": note}
+
+
+def _decide(d: np.ndarray, se: np.ndarray, df: np.ndarray, *, floor: float, confidence: float) -> dict:
+    """Effect, interval, verdict and detectable change from log effects, standard errors and dfs."""
+    d, se, df = (np.asarray(x, dtype=float) for x in (d, se, df))
+    measurable = np.isfinite(d) & np.isfinite(se) & (se >= 0) & ~np.isnan(df) & (df >= 1)
+    q = np.array([t_quantile((1 + confidence) / 2, x) if ok else np.nan for x, ok in zip(df.ravel(), measurable.ravel())])
+    q = q.reshape(d.shape)
+    hw = np.where(measurable, q * np.where(measurable, se, 0.0), np.nan)
+    log_floor = math.log1p(floor)
+    lo, hi = np.expm1(d - hw), np.expm1(d + hw)
+    slower = measurable & (d - hw > 0) & (d > log_floor)
+    faster = measurable & (d + hw < 0) & (d < -log_floor)
+    verdict = np.where(~measurable, "not_measurable", np.where(slower, "slower", np.where(faster, "faster",
+                                                                                           "within_noise")))
+    return {"effect": np.expm1(d), "effect_lo": np.where(measurable, lo, np.nan),
+            "effect_hi": np.where(measurable, hi, np.nan), "verdict": verdict,
+            "detectable": np.where(measurable, np.expm1(np.maximum(hw, log_floor)), np.nan)}
+
+
+@lru_cache(maxsize=256)
+def _t_quantile(p: float, df: float) -> float:
+    if not 0 < p < 1:
+        raise ProfkitError(f"a quantile needs 0 < p < 1, found {p}")
+    if math.isinf(df):
+        return NormalDist().inv_cdf(p)
+    if df <= 0:
+        raise ProfkitError(f"Student's t needs df > 0, found {df}")
+    if p < 0.5:
+        return -_t_quantile(1 - p, df)
+    lo, hi = 0.0, 1.0
+    while _t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if _t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2
+
+
+def _t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for t >= 0, through the regularized incomplete beta function."""
+    x = df / (df + t * t)
+    return 1.0 - 0.5 * _betainc(df / 2, 0.5, x)
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b) (continued fraction, modified Lentz)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - _betainc(b, a, 1.0 - x)
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return math.exp(ln_front) * h / a
+
+
+def _label_units(labels: dict, wanted: str):
+    for label, units in labels.items():
+        if _same_label(label, wanted):
+            return units
+    return None
+
+
+def _same_label(label, wanted: str) -> bool:
+    return not pd.isna(label) and str(label) == str(wanted)
+
+
+def _check_rule(*, floor: float, confidence: float, min_units: int) -> None:
+    if not 0 < confidence < 1:
+        raise ProfkitError(f"confidence must lie between 0 and 1, found {confidence}")
+    if not floor >= 0:
+        raise ProfkitError(f"floor is a relative change >= 0 (0.005 = 0.5%), found {floor}")
+    if int(min_units) < 1:
+        raise ProfkitError(f"min_units must be at least 1, found {min_units}")
+
+
+def _check_positive(values: np.ndarray, what: str) -> None:
+    bad = np.isfinite(values) & (values <= 0)
+    if bad.any():
+        raise ProfkitError(f"{int(bad.sum())} {what} values are <= 0 (e.g. {values[bad][0]!r}); the rule compares "
+                           f"ratios of positive times: drop or fix those rows")
+
+
+def _empty(columns: dict) -> pd.DataFrame:
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})
