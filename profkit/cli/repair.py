@@ -59,9 +59,7 @@ def _running_metadata() -> dict:
     return _collect_metadata()
 
 
-if __name__ == "__main__":  # python -m profkit.cli.repair: the device scripts run it alone
-    import argparse
+if __name__ == "__main__":  # python -m profkit.cli.repair: the device scripts run it alone, through main's boundary
+    from profkit.cli import main
 
-    parser = argparse.ArgumentParser(prog="profkit repair", description=HELP, epilog=EXAMPLES)
-    add_arguments(parser)
-    raise SystemExit(run(parser.parse_args()))
+    raise SystemExit(main(["repair", *sys.argv[1:]]))
