@@ -32,8 +32,8 @@ CUDNN_KNOBS = {
     31: "OUTPUT_TMA_ENABLE", 32: "TILE_CGA",
 }
 
-# The decoded columns, in the order decode_tactics adds them.
-TACTIC_COLUMNS = {
+# The decoded tactic_* columns, in the order decode_tactics adds them (advise.TACTIC_COLUMNS is a plan's table).
+DECODED_COLUMNS = {
     "tactic_kind": "string",    # index, engine_knobs, tiles, moe_tiles, default or raw
     "tactic_index": "Int64",    # cuBLAS / cuBLASLt heuristic index, cuDNN plan index, CUTLASS config index
     "tactic_engine": "Int64",   # cuDNN engine id
@@ -80,7 +80,7 @@ def decode_tactic(runner: str | None, tactic: str | None) -> dict:
                     break
     if not fields:
         fields = {"tactic_kind": "raw", "tactic_desc": raw}
-    return {name: fields.get(name) for name in TACTIC_COLUMNS}
+    return {name: fields.get(name) for name in DECODED_COLUMNS}
 
 
 def decode_tactics(frame: pd.DataFrame) -> pd.DataFrame:
@@ -104,14 +104,14 @@ def decode_tactics(frame: pd.DataFrame) -> pd.DataFrame:
     pairs = frame[["runner", "tactic"]].astype("string").drop_duplicates()
     decoded = pd.DataFrame([decode_tactic(r, t) for r, t in pairs.itertuples(index=False)], index=pairs.index)
     decoded = pd.concat([pairs.reset_index(drop=True), decoded.reset_index(drop=True)], axis=1)
-    for name, dtype in TACTIC_COLUMNS.items():
+    for name, dtype in DECODED_COLUMNS.items():
         decoded[name] = decoded[name].astype(dtype)
-    out = frame.drop(columns=[c for c in TACTIC_COLUMNS if c in frame.columns])
+    out = frame.drop(columns=[c for c in DECODED_COLUMNS if c in frame.columns])
     keys = out[["runner", "tactic"]].astype("string")
     merged = keys.merge(decoded, on=["runner", "tactic"], how="left")
-    for name in TACTIC_COLUMNS:
+    for name in DECODED_COLUMNS:
         out[name] = merged[name].to_numpy()
-        out[name] = out[name].astype(TACTIC_COLUMNS[name])
+        out[name] = out[name].astype(DECODED_COLUMNS[name])
     return out
 
 
