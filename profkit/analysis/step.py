@@ -348,23 +348,40 @@ def pass_drift(bench: pd.DataFrame) -> pd.DataFrame:
     return conform(out.assign(drift_pct=100 * out["drift_ms"] / out["step_ms"]).sort_values(keys), DRIFT_COLUMNS)
 
 
-def step_comparisons(rows: pd.DataFrame) -> list[tuple[str, str, str, pd.DataFrame]]:
+def step_comparisons(rows: pd.DataFrame, *, baseline: str = "untuned") -> list[tuple[str, str, str, pd.DataFrame]]:
     """Which step rows to compare with each other: (where, model, dtype, rows) per comparison.
 
     A set is the folder holding step runs (``source`` is a run's folder). Each run is its own
-    comparison where every run of its set and model holds untuned rows, so a state meets the untuned
-    of its own process; else the set is pooled (states that ran in separate processes).
+    comparison where every run of its set and model holds ``baseline`` rows, so a state meets the
+    baseline of its own process; else the set is pooled (states that ran in separate processes).
     """
     require(rows, ("source", "model", "dtype", "state"), "step rows")
     rows = rows.assign(step_set=rows["source"].astype(str).str.rpartition("/")[0])
     out = []
     for (where, model, dtype), group in rows.groupby(["step_set", "model", "dtype"], sort=True):
         runs = list(group.groupby("source", sort=True))
-        if len(runs) > 1 and all((run["state"] == "untuned").any() for _, run in runs):
+        if len(runs) > 1 and all((run["state"] == baseline).any() for _, run in runs):
             out += [(str(source), model, dtype, run) for source, run in runs]
         else:
             out.append((where, model, dtype, group))
     return out
+
+
+def compare_steps(bench: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFrame:
+    """:func:`measured_step_change` of every comparison :func:`step_comparisons` finds, with ``where``.
+
+    Returns:
+        ``where`` (the run, or the set when its runs are pooled) and the :func:`measured_step_change`
+        columns, one row per (where, model, dtype, phase, tokens, state != baseline). Sorted by where,
+        model, dtype, phase, tokens, state. Empty when no comparison holds ``baseline``.
+    """
+    require(bench, ("model", "dtype", "phase", "tokens", "state", "step_ms"), "bench")
+    rows = bench if "source" in bench.columns else bench.assign(source="")
+    parts = [measured_step_change(group, baseline=baseline).assign(where=where)
+             for where, _, _, group in step_comparisons(rows, baseline=baseline)]
+    columns = {"where": "string", **MEASURED_COLUMNS}
+    parts = [p for p in parts if len(p)]
+    return conform(pd.concat(parts, ignore_index=True), columns) if parts else conform(pd.DataFrame(), columns)
 
 
 def cache_change(rows: pd.DataFrame, *, cache: str) -> pd.DataFrame:
