@@ -11,13 +11,16 @@ import numpy as np
 import pandas as pd
 
 from profkit.errors import ProfkitError, SchemaError
-from profkit.schema import conform_columns as conform  # noqa: F401 - the analysis modules' name for it
+from profkit.schema import conform_columns  # noqa: F401 - re-exported for the analysis modules
 
 # One tuning decision: what FlashInfer argmins over.
 DECISION = ["run_id", "rank", "call", "op", "profile"]
 # Default relative threshold (percent) when no repeated runs give a noise estimate. On the H200,
 # up to 5 fp8 candidates sit within 2% of the winner (autotuner_errata.md, capture item 9).
 DEFAULT_NOISE_PCT = 2.0
+# The old name (it shadowed schema.conform, which takes a table name); analysis.verify, .step and .advise
+# still import it.
+conform = conform_columns
 
 
 def require(frame: pd.DataFrame, columns: Iterable[str], table: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profkit.analysis._frames import DEFAULT_NOISE_PCT, conform, empty, flashinfer_rows, require, shapes_of
+from profkit.analysis._frames import DEFAULT_NOISE_PCT, conform_columns, empty, flashinfer_rows, require, shapes_of
 from profkit.analysis.decisions import tuner_ratio_sd
 from profkit.analysis.decisions import winners as _winners
 from profkit.analysis.verdict import compare_values
@@ -145,7 +145,7 @@ def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None =
             "within_noise": verdict != "slower" if verdict is not pd.NA else pd.NA, "verdict": verdict,
             "detectable": detectable,
         })
-    out = conform(pd.DataFrame(rows), STABILITY_COLUMNS)
+    out = conform_columns(pd.DataFrame(rows), STABILITY_COLUMNS)
     return out.sort_values(["op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
 
 
@@ -222,7 +222,7 @@ def diff_winners(a: pd.DataFrame, b: pd.DataFrame, *, candidates: pd.DataFrame |
     with np.errstate(divide="ignore", invalid="ignore"):
         joined["cost_pct"] = 100.0 * (cost_b / cost_a - 1.0)
     joined["priced_on"] = priced
-    out = conform(joined, DIFF_COLUMNS)
+    out = conform_columns(joined, DIFF_COLUMNS)
     return out.sort_values(["op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
 
 
@@ -277,7 +277,7 @@ def rank_divergence(candidates: pd.DataFrame, *, noise: pd.DataFrame | None = No
         })
     if not rows:
         return empty(RANK_COLUMNS)
-    out = conform(pd.DataFrame(rows), RANK_COLUMNS)
+    out = conform_columns(pd.DataFrame(rows), RANK_COLUMNS)
     return out.sort_values(["op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
 
 
@@ -347,4 +347,4 @@ def cache_agreement(winners: pd.DataFrame, cache_winners: pd.DataFrame) -> pd.Da
         cached = cached[cached["profile"].isin(mine["profile"]).to_numpy(dtype=bool)].drop_duplicates(["op", "profile"])
         if len(mine) and len(cached):
             rows.append(diff_winners(mine, cached.drop(columns="capture_run_id")).assign(run_id=run))
-    return conform(pd.concat(rows, ignore_index=True), columns) if rows else empty(columns)
+    return conform_columns(pd.concat(rows, ignore_index=True), columns) if rows else empty(columns)

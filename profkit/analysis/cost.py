@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profkit.analysis._frames import conform, empty, flashinfer_rows, require, shapes_of
+from profkit.analysis._frames import conform_columns, empty, flashinfer_rows, require, shapes_of
 
 BREAKDOWN_COLUMNS = {
     "run_id": "string", "rank": "Int64", "call": "Int64", "op": "string", "shape": "string", "profile": "string",
@@ -78,7 +78,7 @@ def tuning_breakdown(tuning: pd.DataFrame, *, by: str = "bucket") -> pd.DataFram
     for col in ("wall_s", "measure_s", "prep_s", "jit_s", "default_s"):
         rows[col] = pd.to_numeric(rows[col], errors="coerce").astype(float).fillna(0.0) if col in rows else 0.0
     rows["other_s"] = (rows["wall_s"] - rows["measure_s"] - rows["prep_s"] - rows["jit_s"]).clip(lower=0.0)
-    out = conform(rows, BREAKDOWN_COLUMNS)
+    out = conform_columns(rows, BREAKDOWN_COLUMNS)
     keys = ["op", "shape", "bucket", "run_id", "rank", "call"]
     return out.sort_values(keys, kind="stable", na_position="last").reset_index(drop=True)
 
@@ -109,7 +109,7 @@ def runner_cost(candidates: pd.DataFrame) -> pd.DataFrame:
     out = g.agg(n_candidates=("time_ms", "size"), n_failed=("failed", "sum"), measure_s=("measure_s", "sum"),
                 jit_s=("jit_s", "sum"), mean_host_ms=("host_s", "mean"), best_ms=("time_ms", "min")).reset_index()
     out["mean_host_ms"] *= 1000.0
-    out = conform(out, RUNNER_COLUMNS)
+    out = conform_columns(out, RUNNER_COLUMNS)
     return out.sort_values(["op", "shape", "bucket", "runner", "run_id"], kind="stable").reset_index(drop=True)
 
 
@@ -138,7 +138,7 @@ def tuning_value(speedups: pd.DataFrame, tuning: pd.DataFrame) -> pd.DataFrame:
     g = joined.groupby(["run_id", "op", "shape"], dropna=False, observed=True, sort=False)
     joined["cum_tuning_s"] = g["tuning_s"].cumsum()
     joined["cum_saved_us"] = g["saved_us"].cumsum()
-    return conform(joined, VALUE_COLUMNS)
+    return conform_columns(joined, VALUE_COLUMNS)
 
 
 def worth_tuning(speedups: pd.DataFrame, tuning: pd.DataFrame) -> pd.DataFrame:
@@ -179,5 +179,5 @@ def worth_tuning(speedups: pd.DataFrame, tuning: pd.DataFrame) -> pd.DataFrame:
     with np.errstate(divide="ignore", invalid="ignore"):
         passes = out["tuning_s"].to_numpy(dtype=float) * 1e6 / out["saved_us_per_pass"].to_numpy(dtype=float)
     out["break_even_passes"] = np.where(out["saved_us_per_pass"] > 0, passes, np.inf)
-    out = conform(out, WORTH_COLUMNS)
+    out = conform_columns(out, WORTH_COLUMNS)
     return out.sort_values(["op", "shape", "run_id"], kind="stable").reset_index(drop=True)

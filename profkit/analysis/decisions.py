@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profkit.analysis._frames import (DECISION, DEFAULT_NOISE_PCT, conform, default_rows, empty,
+from profkit.analysis._frames import (DECISION, DEFAULT_NOISE_PCT, conform_columns, default_rows, empty,
                                       flashinfer_rows, group_ids, require, shapes_of)
 from profkit.analysis.verdict import compare_values, within_noise
 
@@ -93,7 +93,7 @@ def _estimate_noise(candidates: pd.DataFrame, rel_threshold: float) -> pd.DataFr
     out["noise_pct"] = np.where(repeats, 200.0 * np.sqrt(cv2_mean), 100.0 * rel_threshold)
     out["noise_source"] = np.where(repeats, "repeats", "threshold")
     out["shape"] = shapes_of(out).to_numpy()
-    out = conform(out, NOISE_COLUMNS)
+    out = conform_columns(out, NOISE_COLUMNS)
     return _sort(out, ["op", "shape", "bucket", "profile"])
 
 
@@ -188,7 +188,7 @@ def winners(candidates: pd.DataFrame, *, noise: pd.DataFrame | None = None,
 
     out = _attach_default(out, default_rows(frame))
     out["shape"] = shapes_of(out).to_numpy()
-    out = conform(out, WINNER_COLUMNS)
+    out = conform_columns(out, WINNER_COLUMNS)
     return _sort(out, ["op", "shape", "bucket", "run_id", "rank", "call"])
 
 
@@ -276,7 +276,7 @@ def speedup_vs_default(frame: pd.DataFrame, *, noise: pd.DataFrame | None = None
     for col in ("effect", "effect_lo", "effect_hi", "verdict", "detectable"):
         w[col] = rule[col].to_numpy()
     w["within_noise"] = within_noise(w["verdict"])
-    out = conform(w, SPEEDUP_COLUMNS)
+    out = conform_columns(w, SPEEDUP_COLUMNS)
     return _sort(out, ["op", "shape", "bucket", "run_id", "rank"])
 
 

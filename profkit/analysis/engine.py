@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profkit.analysis._frames import conform, empty, require
+from profkit.analysis._frames import conform_columns, empty, require
 from profkit.errors import ProfkitError
 
 BATCH_COLUMNS = {
@@ -103,7 +103,7 @@ def engine_batches(bench: pd.DataFrame, *, prefill_chunk: int | None = None) -> 
                          "calls": int(inputs) / prefill})
     if not rows:
         return empty(BATCH_COLUMNS)
-    return conform(pd.DataFrame(rows), BATCH_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), BATCH_COLUMNS)
 
 
 def weighted_speedup(speedups: pd.DataFrame, batches: pd.DataFrame, *, round_up: bool = True) -> pd.DataFrame:
@@ -163,7 +163,7 @@ def weighted_speedup(speedups: pd.DataFrame, batches: pd.DataFrame, *, round_up:
                              "saved_ms": sum(x["saved_ms"] for x in parts)})
     if not rows:
         return empty(WEIGHTED_COLUMNS)
-    out = conform(pd.DataFrame(rows), WEIGHTED_COLUMNS)
+    out = conform_columns(pd.DataFrame(rows), WEIGHTED_COLUMNS)
     order = out["phase"].map({"decode": 0, "prefill": 1, "total": 2}).fillna(3)
     return (out.assign(_o=order.to_numpy()).sort_values(["label", "op", "shape", "_o"], kind="stable")
             .drop(columns="_o").reset_index(drop=True))
@@ -220,7 +220,7 @@ def e2e_delta(bench: pd.DataFrame, *, baseline: str | None = None, treatment: st
                      "treatment": t, "change_pct": change,
                      "improvement_pct": change if higher else 100.0 * (b / t - 1.0),
                      "note": f"{base.get('label')} -> {treat.get('label')}"})
-    return conform(pd.DataFrame(rows), DELTA_COLUMNS) if rows else empty(DELTA_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), DELTA_COLUMNS) if rows else empty(DELTA_COLUMNS)
 
 
 def kernel_vs_e2e(speedups: pd.DataFrame, bench: pd.DataFrame, *, baseline: str | None = None,
@@ -263,6 +263,6 @@ def kernel_vs_e2e(speedups: pd.DataFrame, bench: pd.DataFrame, *, baseline: str 
         rows.append({"kind": "kernel", "metric": f"{op} {shape}", "unit": "ms/layer", "higher_is_better": False,
                      "baseline": base_ms, "treatment": tuned_ms, "change_pct": 100.0 * (tuned_ms / base_ms - 1.0),
                      "improvement_pct": 100.0 * (total["speedup"] - 1.0), "note": note})
-    kernel = conform(pd.DataFrame(rows), DELTA_COLUMNS) if rows else empty(DELTA_COLUMNS)
+    kernel = conform_columns(pd.DataFrame(rows), DELTA_COLUMNS) if rows else empty(DELTA_COLUMNS)
     return pd.concat([kernel, deltas], ignore_index=True) if len(kernel) and len(deltas) else (
         kernel if len(kernel) else deltas)

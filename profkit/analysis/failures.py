@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from profkit.analysis._frames import conform, empty, flashinfer_rows, require
+from profkit.analysis._frames import conform_columns, empty, flashinfer_rows, require
 
 FAILURE_COLUMNS = {
     "run_id": "string", "op": "string", "buckets": "Int64", "tuned": "Int64", "default_kept": "Int64",
@@ -60,7 +60,7 @@ def tuning_failures(winners: pd.DataFrame, candidates: pd.DataFrame | None = Non
                      "no_winner": none, "failed_candidates": len(failed_rows),
                      "cause": str(failed_rows["error"].iloc[0])[:300] if len(failed_rows) else None,
                      "status": "tuned" if tuned == len(g) else ("not tuned" if tuned == 0 else "partly tuned")})
-    return conform(pd.DataFrame(rows), FAILURE_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), FAILURE_COLUMNS)
 
 
 def _tried(candidates: pd.DataFrame | None) -> dict:

@@ -22,7 +22,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from profkit.analysis._frames import conform, empty, moe_shape, require
+from profkit.analysis._frames import conform_columns, empty, moe_shape, require
 from profkit.analysis.engine import assign_bucket
 from profkit.analysis.step import measured_step_change
 from profkit.analysis.verify import bucket_verdicts, of_routing, repair_picks
@@ -86,7 +86,7 @@ def routing_sensitivity(verify: pd.DataFrame) -> pd.DataFrame:
     out = pd.concat(parts, ignore_index=True)
     out["pick_is_best"] = (out["best_tactic"] == out["pick_tactic"]).fillna(False)
     out = out.sort_values(["run_id", "shape", "routing", "m"], kind="stable")
-    return conform(out, SENSITIVITY_COLUMNS)
+    return conform_columns(out, SENSITIVITY_COLUMNS)
 
 
 def step_changes(step: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFrame:
@@ -152,7 +152,7 @@ def step_predictions(step: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataF
                      "verify_over_measured": predicted / change.delta_ms if change.delta_ms else np.nan,
                      "sign_agrees": bool(np.sign(predicted) == np.sign(change.delta_ms)) if np.isfinite(predicted)
                      else None})
-    return conform(pd.DataFrame(rows), PREDICTION_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), PREDICTION_COLUMNS)
 
 
 def _served_delta(verify: pd.DataFrame, routing: str, *, repaired: bool) -> dict[int, float]:
@@ -202,7 +202,7 @@ def picks_across_runs(winners: pd.DataFrame, candidates: pd.DataFrame | None = N
         rows.append({"shape": shape, "bucket": int(bucket), "runs": g["run_id"].nunique(),
                      "distinct_picks": g["tactic"].nunique(),
                      "picks": " ".join(f"{r}={t}" for r, t in zip(g["run_id"], g["tactic"])), "spread_pct": spread})
-    return conform(pd.DataFrame(rows), ACROSS_RUNS_COLUMNS) if rows else empty(ACROSS_RUNS_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), ACROSS_RUNS_COLUMNS) if rows else empty(ACROSS_RUNS_COLUMNS)
 
 
 def tactic_parts(winners: pd.DataFrame) -> pd.DataFrame:
@@ -231,7 +231,7 @@ def tactic_parts(winners: pd.DataFrame) -> pd.DataFrame:
             continue
     if not rows:
         return empty(PART_COLUMNS)
-    return conform(pd.DataFrame(rows).sort_values(["run_id", "bucket"], kind="stable"), PART_COLUMNS)
+    return conform_columns(pd.DataFrame(rows).sort_values(["run_id", "bucket"], kind="stable"), PART_COLUMNS)
 
 
 SUMMARY_COLUMNS = {
@@ -291,7 +291,7 @@ def model_summary(winners: pd.DataFrame, candidates: pd.DataFrame, verify: pd.Da
         if len(s):
             row.update(_step_summary(s, w, v, routing))
         rows.append(row)
-    return conform(pd.DataFrame(rows), SUMMARY_COLUMNS) if rows else empty(SUMMARY_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), SUMMARY_COLUMNS) if rows else empty(SUMMARY_COLUMNS)
 
 
 def _step_summary(step: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataFrame, routing: str) -> dict:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profkit.analysis._frames import conform, empty, require
+from profkit.analysis._frames import conform_columns, empty, require
 from profkit.analysis.verdict import VERIFY_RATIO_SD, compare_values, within_noise
 
 BETWEEN_COLUMNS = {
@@ -102,5 +102,5 @@ def between_buckets(op_timings: pd.DataFrame, *, speedups: pd.DataFrame | None =
     applied = ((joined["tuned_runner"].astype("string") == joined["bucket_runner"].astype("string"))
                & (joined["tuned_tactic"].astype("string") == joined["bucket_tactic"].astype("string")))
     joined["config_applied"] = applied.where(joined["bucket_runner"].notna(), pd.NA)
-    out = conform(joined, BETWEEN_COLUMNS)
+    out = conform_columns(joined, BETWEEN_COLUMNS)
     return out.sort_values(["op", "shape", "m", "run_id"], kind="stable").reset_index(drop=True)
