@@ -281,6 +281,55 @@ def rank_divergence(candidates: pd.DataFrame, *, noise: pd.DataFrame | None = No
     return out.sort_values(["op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
 
 
+RUN_WINNER_COLUMNS = {
+    "op": "string", "shape": "string", "profile": "string", "bucket": "Int64", "run_id": "string",
+    "baseline_run": "string", "runner": "string", "tactic": "string", "time_ms": "float64",
+    "baseline_runner": "string", "baseline_tactic": "string", "baseline_ms": "float64", "noise_pct": "float64",
+    "effect": "float64", "effect_lo": "float64", "effect_hi": "float64", "verdict": "string",
+    "detectable": "float64",
+}
+
+
+def compare_run_winners(candidates: pd.DataFrame, *, baseline: str) -> pd.DataFrame:
+    """Each run's winner time against the ``baseline`` run's winner time, bucket by bucket.
+
+    The two times come from different runs (one timing each), so the one comparison rule
+    (docs/comparison_rule.md) judges them with the run-to-run spread :func:`profkit.analysis.noise`
+    measured where repeated runs timed the profile; without repeats the point is ``not_measurable``.
+
+    Args:
+        candidates: candidates of several runs (``profkit.concat`` of captures).
+        baseline: the run_id every other run is compared with.
+
+    Returns:
+        One row per (op, profile, run_id != baseline) both runs decided: the two winners and
+        times, noise_pct, and the rule's effect (time_ms / baseline_ms - 1), effect_lo,
+        effect_hi, verdict and detectable. Sorted by op, shape, bucket, run_id.
+
+    Raises:
+        ProfkitError: when no candidates of ``baseline`` exist, naming the runs there are.
+    """
+    require(candidates, ("run_id", "op", "profile", "runner", "tactic", "time_ms"), "candidates")
+    runs = sorted(candidates["run_id"].dropna().astype(str).unique())
+    if baseline not in runs:
+        raise ProfkitError(f"no candidates of run {baseline!r}; runs: {', '.join(runs)}; pass one as the baseline")
+    w = _winners(candidates)
+    w = w.sort_values("call", kind="stable").drop_duplicates(["run_id", "op", "profile"]) if "call" in w else w
+    base = w[(w["run_id"] == baseline).fillna(False).to_numpy(dtype=bool)]
+    other = w[(w["run_id"] != baseline).fillna(False).to_numpy(dtype=bool)]
+    cols = ["op", "profile", "runner", "tactic", "time_ms", "noise_pct", "noise_source"]
+    joined = other.merge(base[cols].rename(columns={c: f"baseline_{c}" for c in cols[2:]}), on=["op", "profile"])
+    if joined.empty:
+        return empty(RUN_WINNER_COLUMNS)
+    spread = np.fmax(tuner_ratio_sd(joined), tuner_ratio_sd(joined.rename(columns={
+        "noise_pct": "_p", "noise_source": "_s", "baseline_noise_pct": "noise_pct", "baseline_noise_source": "noise_source"})))
+    rule = compare_values(joined["time_ms"], joined["baseline_time_ms"], ratio_sd=spread)
+    out = joined.assign(baseline_run=baseline, baseline_ms=joined["baseline_time_ms"],
+                        **{c: rule[c].to_numpy() for c in ("effect", "effect_lo", "effect_hi", "verdict", "detectable")})
+    out = conform_columns(out, RUN_WINNER_COLUMNS)
+    return out.sort_values(["op", "shape", "bucket", "run_id"], kind="stable").reset_index(drop=True)
+
+
 def first_runs(winners: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     """The earliest run of each (op, shape), by ``runs.started_at`` then run_id, sorted.
 

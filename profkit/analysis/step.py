@@ -38,7 +38,7 @@ MEASURED_COLUMNS = {
     "step_ms": "float64", "baseline_ms": "float64", "delta_ms": "float64", "delta_pct": "float64",
     "noise_ms": "float64", "beyond_noise": "boolean", "slower": "boolean", "effect": "float64",
     "effect_lo": "float64", "effect_hi": "float64", "verdict": "string", "n": "Int64", "n_baseline": "Int64",
-    "design": "string", "detectable": "float64",
+    "design": "string", "detectable": "float64", "note": "string",
 }
 DRIFT_COLUMNS = {
     "model": "string", "dtype": "string", "source": "string", "phase": "string", "tokens": "Int64",
@@ -125,7 +125,7 @@ def measured_step_change(bench: pd.DataFrame, *, baseline: str = "untuned") -> p
         effect_lo, effect_hi (relative, state / baseline - 1), verdict (faster, slower,
         within_noise or not_measurable: one pass of each state is not measurable), n and
         n_baseline (passes), design, detectable (the smallest relative change the point could
-        have called), noise_ms (detectable x baseline_ms; NaN when not measurable), beyond_noise
+        have called), note (why a point is not measurable), noise_ms (detectable x baseline_ms; NaN when not measurable), beyond_noise
         (faster or slower) and slower. Sorted by model, dtype, phase, tokens, state.
     """
     require(bench, ("model", "dtype", "phase", "tokens", "state", "step_ms"), "bench")
@@ -371,14 +371,15 @@ def compare_steps(bench: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataF
     """:func:`measured_step_change` of every comparison :func:`step_comparisons` finds, with ``where``.
 
     Returns:
-        ``where`` (the run, or the set when its runs are pooled) and the :func:`measured_step_change`
+        ``where`` (the run's source, or the set when runs are pooled) and the :func:`measured_step_change`
         columns, one row per (where, model, dtype, phase, tokens, state != baseline). Sorted by where,
         model, dtype, phase, tokens, state. Empty when no comparison holds ``baseline``.
     """
     require(bench, ("model", "dtype", "phase", "tokens", "state", "step_ms"), "bench")
     rows = bench if "source" in bench.columns else bench.assign(source="")
-    parts = [measured_step_change(group, baseline=baseline).assign(where=where)
-             for where, _, _, group in step_comparisons(rows, baseline=baseline)]
+    parts = [measured_step_change(group, baseline=baseline).assign(
+        where=where if group["source"].nunique() > 1 else str(group["source"].iloc[0]))
+        for where, _, _, group in step_comparisons(rows, baseline=baseline)]
     columns = {"where": "string", **MEASURED_COLUMNS}
     parts = [p for p in parts if len(p)]
     return conform(pd.concat(parts, ignore_index=True), columns) if parts else conform(pd.DataFrame(), columns)

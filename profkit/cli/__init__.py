@@ -25,7 +25,7 @@ import warnings
 from profkit.errors import ProfkitError
 
 # Subcommand modules, in the order `profkit --help` lists them.
-SUBCOMMANDS = ("report", "capture", "parse", "step", "verify", "repair", "advise")
+SUBCOMMANDS = ("report", "capture", "parse", "step", "verify", "repair", "advise", "compare")
 
 
 

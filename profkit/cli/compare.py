@@ -1,0 +1,177 @@
+"""``profkit compare``: faster, slower, within noise or not measurable, by the one comparison rule (docs/comparison_rule.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from profkit.errors import ProfkitError
+
+NAME = "compare"
+HELP = ("compare step states, verify picks or captured winners against a baseline: each verdict with its effect, "
+        "interval and the smallest change the design could detect")
+EXAMPLES = """examples:
+  profkit compare data/h200-verify/step-interleaved                 # each step state against untuned, per size
+  profkit compare data/h200-moe/qwen3-30b-a3b-step-aa/step.jsonl --baseline untuned-2
+  profkit compare data/h200-verify/sweep                            # each verify pick against the default, per bucket and M
+  profkit compare data/h200-verify/policy --baseline fp8_gemm-autotune-llama3-8b-o   # picks across runs
+  profkit compare data/h200/fp8-repeat-r1 --json verdicts.json      # captured winners against the default
+
+verdicts: faster / slower (the interval excludes no change and the change exceeds the drift floor),
+within_noise, not_measurable (too few units: one pass of each state, one process per run).
+"""
+
+KINDS = ("step", "verify", "capture")
+_FINDS = {"step": "step.jsonl", "verify": "verify.parquet", "capture": "candidates.parquet"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", type=Path,
+                   help="step results (step.jsonl or folders of them), verify tables (verify.parquet or folders) "
+                        "or capture directories")
+    p.add_argument("--baseline", default=None, metavar="STATE_OR_RUN",
+                   help="what the others are compared with: a step state (default untuned), or for verify tables "
+                        "and captures 'default' (the untuned runner[0], tactic -1; the default) or a run_id")
+    p.add_argument("--kind", choices=KINDS, default=None,
+                   help="what the paths hold, when a folder holds several kinds (default: found from the files)")
+    p.add_argument("--routing", default=None,
+                   help="MoE verify tables: the routing whose timings are compared (default: the tuner's own)")
+    p.add_argument("--json", type=Path, default=None, metavar="PATH",
+                   help="also write the rows as a JSON array, each with verdict faster/slower/within_noise/not_measurable")
+
+
+def run(args) -> int:
+    kind = _kind(args.paths, args.kind)
+    if args.json is not None and args.json.is_dir():
+        raise ProfkitError(f"--json {args.json}: is a directory; give a file path for the JSON rows")
+    rows = {"step": _steps, "verify": _verify, "capture": _captures}[kind](args)
+    for line in _lines(kind, rows):
+        print(line)
+    if args.json is not None:
+        _write_json(rows.assign(kind=kind), args.json)
+        print(f"wrote {len(rows)} rows to {args.json}", file=sys.stderr)
+    return 0
+
+
+# -- inputs ----------------------------------------------------------------------------------------
+def _kind(paths: list[Path], forced: str | None) -> str:
+    found = set()
+    for path in paths:
+        if not path.exists():
+            raise ProfkitError(f"{path}: no such file or directory; give step.jsonl files, verify.parquet files or "
+                               "capture directories (or folders holding them)")
+        if path.is_file():
+            found.add("step" if path.suffix == ".jsonl" else "verify" if path.name == "verify.parquet" else "?")
+            continue
+        found |= {k for k, name in _FINDS.items() if next(path.rglob(name), None) is not None}
+    if forced:
+        return forced
+    found.discard("?")
+    if len(found) == 1:
+        return found.pop()
+    if not found:
+        raise ProfkitError(f"{', '.join(map(str, paths))}: found no step.jsonl, verify.parquet or capture "
+                           "(candidates.parquet); give profkit step, verify or capture output")
+    raise ProfkitError(f"{', '.join(map(str, paths))}: holds {' and '.join(sorted(found))} results; "
+                       f"pass --kind {'/'.join(sorted(found))}")
+
+
+def _steps(args):
+    import pandas as pd
+
+    import profkit
+    from profkit.analysis.step import compare_steps
+
+    files = []
+    for path in args.paths:
+        files += [path] if path.is_file() else sorted(path.rglob("step.jsonl"))
+    frames = [profkit.read_bench(f, format="profkit-step").assign(source=str(f.parent)) for f in files]
+    bench = pd.concat(frames, ignore_index=True)
+    baseline = args.baseline or "untuned"
+    series = set(bench.get("series", bench["state"]).astype(str)) | set(bench["state"].astype(str))
+    if baseline not in series:
+        raise ProfkitError(f"no step rows of state {baseline!r}; states: {', '.join(sorted(series))}; "
+                           "pass one of them as --baseline")
+    return compare_steps(bench, baseline=baseline)
+
+
+def _verify(args):
+    from profkit.analysis.verify import bucket_verdicts, compare_runs, of_routing
+    from profkit.sources.verify import read_verify
+
+    verify = read_verify(*args.paths)
+    baseline = args.baseline or "default"
+    if baseline == "default":
+        return bucket_verdicts(of_routing(verify, args.routing))
+    return compare_runs(verify, baseline=baseline, routing=args.routing)
+
+
+def _captures(args):
+    import profkit
+    from profkit.analysis import compare, speedup_vs_default
+
+    tables = profkit.concat([profkit.load(p) for p in args.paths]) if len(args.paths) > 1 else profkit.load(args.paths[0])
+    baseline = args.baseline or "default"
+    if baseline == "default":
+        return speedup_vs_default(tables.candidates)
+    return compare.compare_run_winners(tables.candidates, baseline=baseline)
+
+
+# -- output ----------------------------------------------------------------------------------------
+def _lines(kind: str, rows) -> list[str]:
+    if rows.empty:
+        return ["no comparisons: nothing timed against the baseline"]
+    if kind == "step":
+        head, where, what = ["where", "model", "dtype"], lambda r: f"{r.phase:7s} {int(r.tokens):5d}", "state"
+    elif kind == "verify" and "pick_runner" in rows and "baseline" not in rows:
+        head, where, what = ["run_id", "op", "shape"], lambda r: f"M={int(r.m):<5d} bucket {int(r.bucket):<5d}", None
+    elif kind == "verify":
+        head, where, what = ["op", "shape"], lambda r: f"M={int(r.m):<5d}", "run_id"
+    elif "baseline_run" in rows:
+        head, where, what = ["op", "shape"], lambda r: f"bucket {int(r.bucket):<5d}", "run_id"
+    else:
+        head, where, what = ["run_id", "op", "shape"], lambda r: f"bucket {int(r.bucket):<5d}", None
+    out = []
+    counts = rows["verdict"].value_counts()
+    label = (lambda r: str(getattr(r, what))) if what else _pick
+    width = max(len(label(r)) for r in rows.itertuples(index=False))
+    for key, group in rows.groupby(head, sort=True, dropna=False):
+        out.append("  ".join(str(k) for k in (key if isinstance(key, tuple) else (key,))))
+        for r in group.itertuples(index=False):
+            out.append(f"  {where(r)}  {label(r):{width}s}  {_verdict(r, _UNITS[kind])}")
+    out.append(", ".join(f"{int(counts.get(v, 0))} {v}" for v in ("faster", "slower", "within_noise", "not_measurable"))
+               + f" of {len(rows)}")
+    return out
+
+
+def _pick(r) -> str:
+    name = getattr(r, "pick_runner", None) or getattr(r, "runner", "")
+    tactic = getattr(r, "pick_tactic", None) or getattr(r, "tactic", "")
+    return f"{name}:{tactic}"
+
+
+_UNITS = {"step": "passes", "verify": "processes", "capture": "runs"}
+
+
+def _verdict(r, units: str) -> str:
+    effect = f"{100 * r.effect:+6.2f}%" if r.effect == r.effect else "   n/a"
+    n = f"{int(r.n)} vs {int(r.n_baseline)}" if hasattr(r, "n") else ""
+    if r.verdict == "not_measurable":
+        return f"{'not measurable':14s} {effect}  " + (f"{n} {units}" if n else "no measured spread")
+    return (f"{r.verdict.replace('_', ' '):14s} {effect} [{100 * r.effect_lo:+.2f}%, {100 * r.effect_hi:+.2f}%]  "
+            f"{n + ' ' + units + '  ' if n else ''}detectable {100 * r.detectable:.2f}%")
+
+
+def _write_json(rows, path: Path) -> None:
+    import json
+
+    records = json.loads(rows.to_json(orient="records"))  # NaN and NA as null, numpy scalars as numbers
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(records, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    from profkit.cli import main
+
+    raise SystemExit(main(["compare", *sys.argv[1:]]))
