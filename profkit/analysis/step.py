@@ -38,7 +38,7 @@ MEASURED_COLUMNS = {
     "step_ms": "float64", "baseline_ms": "float64", "delta_ms": "float64", "delta_pct": "float64",
     "noise_ms": "float64", "beyond_noise": "boolean", "slower": "boolean", "effect": "float64",
     "effect_lo": "float64", "effect_hi": "float64", "verdict": "string", "n": "Int64", "n_baseline": "Int64",
-    "design": "string", "detectable": "float64", "note": "string",
+    "design": "string", "detectable": "float64", "note": "string", "baseline": "string",
 }
 DRIFT_COLUMNS = {
     "model": "string", "dtype": "string", "source": "string", "phase": "string", "tokens": "Int64",
@@ -125,7 +125,7 @@ def measured_step_change(bench: pd.DataFrame, *, baseline: str = "untuned") -> p
         effect_lo, effect_hi (relative, state / baseline - 1), verdict (faster, slower,
         within_noise or not_measurable: one pass of each state is not measurable), n and
         n_baseline (passes), design, detectable (the smallest relative change the point could
-        have called), note (why a point is not measurable), noise_ms (detectable x baseline_ms; NaN when not measurable), beyond_noise
+        have called), note (why a point is not measurable), baseline, noise_ms (detectable x baseline_ms; NaN when not measurable), beyond_noise
         (faster or slower) and slower. Sorted by model, dtype, phase, tokens, state.
     """
     require(bench, ("model", "dtype", "phase", "tokens", "state", "step_ms"), "bench")
