@@ -613,8 +613,8 @@ def _blocklist(blocked: pd.DataFrame, skip: set) -> dict[str, list]:
     for (op, runner), rows in blocked.groupby(["op", "runner"], observed=True, sort=True):
         if op in skip:
             continue
-        if "::" in str(runner):
-            raise ProfkitError(f"runner {ascii(runner)}: a runner class name holds no '::'; a blocklist key "
+        if ":" in str(runner) or not str(runner):
+            raise ProfkitError(f"runner {ascii(runner)}: a runner class name holds no ':'; a blocklist key "
                                "\"op::runner\" for it could not be read back")
         out[f"{op}::{runner}"] = [json.loads(t) for t in rows["tactic"]]
     return out
