@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zlib
 
 import pandas as pd
 import pytest
@@ -271,3 +272,34 @@ def test_the_debug_log_of_a_real_moe_tuning_reads_as_its_capture():
     assert len(both) == 20 and (both["tactic_log"] == both["tactic_cap"]).all()
     cache = profkit.read_cache(QWEN_R0 / "cache.json")
     assert set(cache.winners["tactic"]) == set(cap.winners["tactic"])  # list-of-list tactics in FlashInfer's JSON
+
+
+def test_advise_blocks_nested_moe_tactics_and_flashinfer_then_never_times_them(tuner, tmp_path, monkeypatch):
+    """A plan of the SM90-like op: the slowest nested tactics blocked, the blocklist loaded by FlashInfer."""
+    from profkit.analysis.advise import advise, autotune_arguments
+    from profkit.outputs import engine_plans as writers
+    from profkit.testing import cpu_autotuner
+
+    def slow_128(runner, tactic, shapes):  # 64-row tiles win by far; the default runs a 128-row tile too
+        m = shapes[0][0]
+        spread = (zlib.crc32(str(tactic).encode()) % 5) / 1000  # the 64-row tactics within 0.5% of each other
+        return (2.0 if tactic == -1 or tactic[0] == 128 else 1.0 + spread) * (1 + m / 100)
+
+    with cpu_autotuner(slow_128):
+        with profkit.capture(tune=True) as cap:
+            M.sm90_moe(8)
+    plan = advise(cap.tables())
+    blocked = plan.blocklist.get(f"{M.SM90_OP}::ToySm90MoERunner", [])
+    assert blocked and all(isinstance(t, list) and t[0] == 128 for t in blocked)  # nested lists, as FlashInfer's JSON
+    path = tmp_path / "blocklist.json"
+    path.write_text(writers.blocklist_json(plan))
+    kwargs, env = autotune_arguments(plan, str(path))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(AutoTuner, "_instance", None)  # FlashInfer reads the blocklist when it creates its tuner
+    with cpu_autotuner(slow_128):
+        with profkit.capture() as again, autotune(True, **kwargs):
+            M.sm90_moe(8)
+    timed = set(again.candidates["tactic"])
+    assert not timed & {json.dumps(t, separators=(", ", ": ")) for t in blocked}
+    assert "-1" in timed
