@@ -158,9 +158,18 @@ def plot_moe_step(changes: pd.DataFrame, predictions: pd.DataFrame | None = None
     for i, state in enumerate(shown):
         g = c[c["state"] == state]
         xs = np.array([x[s] for s in g["size"]]) - 0.4 + width * (i + 0.5)
-        err = 100 * g["noise_ms"] / g["baseline_ms"]
+        if "effect_lo" in g.columns:  # the comparison rule's interval (profkit.analysis.verdict)
+            err = np.abs(np.vstack([g["delta_pct"] - 100 * g["effect_lo"], 100 * g["effect_hi"] - g["delta_pct"]]))
+            called = g["verdict"].isin(["faster", "slower"]).to_numpy(dtype=bool)
+        else:
+            err, called = 100 * g["noise_ms"] / g["baseline_ms"], g["beyond_noise"].fillna(False).to_numpy(dtype=bool)
         colour = NEUTRAL if state.startswith("untuned") else f"C{i}"
-        left.bar(xs, g["delta_pct"], width=width, color=colour, label=f"{state} (A/A)" if colour == NEUTRAL else state)
+        bars = left.bar(xs, g["delta_pct"], width=width, color=colour,
+                        label=f"{state} (A/A)" if colour == NEUTRAL else state)
+        for bar, beyond in zip(bars, called):
+            if not beyond:  # within noise: drawn hollow
+                bar.set_facecolor("white")
+                bar.set_edgecolor(colour)
         left.errorbar(xs, g["delta_pct"], yerr=err, fmt="none", ecolor="black", elinewidth=0.6, capsize=1.5)
     left.axhline(0.0, color="black", linewidth=0.8)
     left.set_xticks(range(len(order)), order, rotation=60, fontsize=7)
@@ -168,7 +177,7 @@ def plot_moe_step(changes: pd.DataFrame, predictions: pd.DataFrame | None = None
     left.set_ylabel("step time vs untuned (%)")
     left.legend(loc="lower left", ncol=len(shown))
     left.grid(axis="x", visible=False)
-    left.set_title("Measured, interleaved in one process (bars: median, whiskers: noise)")
+    left.set_title("Measured, interleaved (95% intervals; hollow: within noise)")
     if predictions is not None and not predictions.empty:
         p = predictions.dropna(subset=["predicted_verify_ms", "measured_delta_ms"])
         lim = 1.1 * float(np.nanmax(np.abs(np.r_[p["predicted_verify_ms"], p["measured_delta_ms"]]))) or 1.0
@@ -184,11 +193,15 @@ def plot_moe_step(changes: pd.DataFrame, predictions: pd.DataFrame | None = None
         right.set_ylabel("predicted from verify (ms)")
         right.legend(loc="upper left")
         agree = int(p["sign_agrees"].fillna(False).sum())
-        right.set_title(f"Predicted vs measured: sign agrees at {agree}/{len(p)}")
+        right.set_title(f"Verify's prediction: sign right at {agree}/{len(p)}")
     else:
         empty_axes(right, "no predictions")
     model = changes["model"].iloc[0] if "model" in changes.columns and len(changes) else ""
-    best = c[c["state"].isin(states)]["delta_pct"]
-    fig.suptitle(title or f"{model}: the tuned MoE makes the step {-best.max():.0f}-{-best.min():.0f}% faster",
-                 fontsize=9.5, fontweight="bold")
+    tuned = c[c["state"].isin(states)]
+    called = tuned[tuned["verdict"] == "faster"] if "verdict" in tuned.columns else tuned[tuned["beyond_noise"]]
+    sizes = tuned.groupby(["phase", "tokens"]).ngroups
+    faster = called.groupby(["phase", "tokens"]).ngroups
+    span = f"{-called['delta_pct'].max():.0f}-{-called['delta_pct'].min():.0f}% " if len(called) else ""
+    fig.suptitle(title or f"{model}: the tuned MoE makes the step {span}faster at {faster} of {sizes} sizes "
+                 "(beyond noise)", fontsize=9.5, fontweight="bold")
     return fig
