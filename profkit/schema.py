@@ -399,11 +399,14 @@ def _text_table(rows: list[dict[str, str]]) -> list[str]:
 
 
 def write_parquet(frame: pd.DataFrame, target: Path) -> Path:
-    """Write ``frame`` to ``target`` atomically (a dot-named temporary file renamed into place)."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, target)
-    return target
+    """Write ``frame`` to ``target`` atomically, through profkit's one writer (:mod:`profkit.outputs.atomic`)."""
+    import io
+
+    from profkit.outputs import atomic
+
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return atomic.write_bytes(target, buffer.getvalue())
 
 
 def concat(parts: Iterable[Tables]) -> Tables:
@@ -500,7 +503,8 @@ def _load_one(path: Path) -> Tables | None:
         segments = _numbered(path, _SEGMENT)
         if segments:
             tables = concat(map(_read_segment, segments))
-            tables = dataclasses.replace(tables, problems=tables.problems + _segment_gaps(path, segments))
+            tables = dataclasses.replace(tables, problems=tables.problems + _segment_gaps(path, segments)
+                                         + _unfinished_segments(path))
             return _with_process_columns(tables, path.name)
         if _numbered(path, _GENERATION):
             return _with_process_columns(_read_newest_generation(path), path.name)
@@ -517,6 +521,33 @@ def _segment_gaps(path: Path, segments: list[Path]) -> tuple[str, ...]:
         return ()
     names = ", ".join(segment_name(n) for n in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
     return (f"{path}: {names} missing (deleted?); the tuning calls written there are lost",)
+
+
+def _unfinished_segments(path: Path) -> tuple[str, ...]:
+    """A problem naming each ``.seg-<n>.tmp`` folder a killed writer left (its rows are lost).
+
+    A live writer has one while it writes a segment, so a folder counts as left behind only when
+    its process (this host's, by the folder's pid) is gone, or, for another host, after 10 minutes.
+    """
+    left = sorted(e for e in path.iterdir() if re.fullmatch(r"\." + _SEGMENT + r"\.tmp", e.name))
+    match = re.fullmatch(_PROCESS_DIR, path.name)
+    if not left or match is None:
+        return ()
+    import socket
+    import time
+
+    if match["host"] == socket.gethostname():
+        try:
+            os.kill(int(match["pid"]), 0)
+            return ()  # still running: the folder is a segment being written
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError, ValueError):
+            return ()
+    else:
+        left = [e for e in left if time.time() - e.stat().st_mtime > 600]
+    return tuple(f"{e}: a segment its process never finished writing (killed, or its disk full); "
+                 "its rows are lost" for e in left)
 
 
 def _read_segment(path: Path) -> Tables:
@@ -576,15 +607,24 @@ def _with_process_columns(tables: Tables, name: str) -> Tables:
     if match is None:
         return tables
     from_name = {"host": match["host"], "pid": int(match["pid"]), "rank": int(match["rank"]) if match["rank"] else None}
-    frames = {}
+    frames, problems = {}, []
     for table in TABLES:
         df = getattr(tables, table).copy()
         for column, value in from_name.items():
             series = df[column] if column in df.columns else pd.Series([None] * len(df), index=df.index)
             series = series.astype("object").where(series.notna(), value)
-            df[column] = series.astype("string") if column == "host" else pd.to_numeric(series).astype("Int64")
+            if column == "host":
+                df[column] = series.astype("string")
+                continue
+            numbers = pd.to_numeric(series, errors="coerce")
+            numbers = numbers.where((numbers % 1 == 0) & (numbers.abs() < 2**62))
+            if numbers.isna().sum() > series.isna().sum():  # a pid or rank that is no number: named, the folder's used
+                problems.append(f"{name}/{table}: {int(numbers.isna().sum() - series.isna().sum())} row(s) with a "
+                                f"{column} that is not a number; read as the folder name's ({value})")
+                numbers = numbers.where(numbers.notna(), value)
+            df[column] = numbers.astype("Int64")
         frames[table] = df
-    return Tables(**frames, problems=tables.problems)
+    return Tables(**frames, problems=tables.problems + tuple(problems))
 
 
 def tactic_text(value) -> str:

@@ -591,3 +591,18 @@ def test_cr_only_line_ends_are_read():
     assert profkit.read_bench(text.replace("\n", "\r")).equals(profkit.read_bench(text))
     log = (ROOT / "tests" / "data" / "log_cpu_failures" / "failures.stderr.log").read_text()
     assert len(profkit.read_log(log.replace("\n", "\r")).candidates) == len(profkit.read_log(log).candidates)
+
+
+def test_load_names_segments_a_killed_writer_left_and_pids_that_are_no_number(toy, tmp_path):
+    import socket
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    folder = tmp_path / schema.process_dir_name(socket.gethostname(), int(dead.stdout), 0)
+    toy.save(folder / schema.segment_name(1))
+    (folder / f".{schema.segment_name(2)}.tmp").mkdir()
+    schema.write_parquet(toy.runs.assign(pid="not-a-pid"), folder / schema.segment_name(1) / "runs.parquet")
+    with pytest.warns(UserWarning, match="never finished writing"):
+        tables = profkit.load(tmp_path)
+    assert any(".seg-000002.tmp" in p for p in tables.problems)
+    assert any("pid that is not a number" in p for p in tables.problems)
+    assert tables.runs["pid"].tolist() == [int(dead.stdout)] and len(tables.candidates) == len(toy.candidates)
