@@ -7,9 +7,9 @@ arguments checked in a few tens of milliseconds; ``run`` imports what it needs
 (``python benchmarks/bench_cli_startup.py`` measures it).
 
 :func:`main` is the one error boundary. Progress and warnings go to stderr, results to stdout.
-A usage error exits 2 (argparse's message, or a :class:`UsageError` a ``run`` raises); any other failure exits 1 with one line on stderr,
-``profkit <command>: <what went wrong, where, what to do>``; ``--debug`` shows the traceback
-instead.
+A usage error exits 2 (argparse's message, or a :class:`UsageError` that a ``run`` raises); any
+other failure exits 1 with one line on stderr, ``profkit <command>: <what went wrong, where, what
+to do>``; ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from profkit.errors import ProfkitError
 
 # Subcommand modules, in the order `profkit --help` lists them.
 SUBCOMMANDS = ("report", "capture", "parse", "step", "verify", "repair", "advise", "compare")
-
 
 
 class UsageError(ProfkitError):
