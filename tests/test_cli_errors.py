@@ -215,3 +215,11 @@ def test_every_subcommand_keeps_the_module_contract():
         module = importlib.import_module(f"profkit.cli.{name}")
         assert module.NAME == name and module.HELP and "profkit " in module.EXAMPLES
         assert callable(module.add_arguments) and callable(module.run)
+
+
+def test_readers_name_a_missing_file_without_a_hint_about_text(tmp_path):
+    import profkit
+
+    with pytest.raises(ParseError) as err:
+        profkit.read_log(str(tmp_path / "server.log"))
+    assert str(err.value) == f"{tmp_path / 'server.log'}: no such file"
