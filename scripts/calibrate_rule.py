@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     print("   per data set (old rule on single passes -> the rule on every A/A point of the set):")
     single = verdict.aa_rates(points[points["kind"] == "single_pass"], by=["source"]).set_index("source")
     for source, r in verdict.aa_rates(points, by=["source"]).set_index("source").iterrows():
-        print(f"     {source:52s} old {single.loc[source, 'old_beyond_noise']:6.1%} of {int(single.loc[source, 'points'])}"
+        old, pairs = single.loc[source, "old_beyond_noise"], int(single.loc[source, "points"])
+        print(f"     {source:52s} old {old:6.1%} of {pairs}"
               f" single-pass pairs -> {r.called:4.1%} called of {r.points} ({r.measurable} measurable)")
 
     measurable = points[points["verdict"] != "not_measurable"]

@@ -70,7 +70,8 @@ def test_one_pass_of_each_is_not_measurable_never_slower():
 
 
 def test_unpaired_units_use_welch_and_the_floor_stops_tiny_changes():
-    frame = pd.DataFrame({"point": 0, "state": ["a"] * 4 + ["b"] * 4, "pass": ["a0", "a1", "a2", "a3", "b0", "b1", "b2", "b3"],
+    frame = pd.DataFrame({"point": 0, "state": ["a"] * 4 + ["b"] * 4,
+                          "pass": ["a0", "a1", "a2", "a3", "b0", "b1", "b2", "b3"],
                           "step_ms": [1.0, 1.001, 0.999, 1.0, 1.003, 1.004, 1.002, 1.003]})
     out = rule(frame).iloc[0]
     assert out["design"] == "unpaired" and out["effect_lo"] > 0  # the interval excludes 0 ...
@@ -94,7 +95,8 @@ def test_the_effect_is_the_ratio_of_geometric_means_of_the_unit_medians():
                           "step_ms": [1.0, 9.0, 2.0, 2.0, 4.0, 4.0, 2.0, 2.0, 4.0, 4.0, 8.0, 8.0]})
     out = rule(frame).iloc[0]
     # unit medians a: 5, 2, 4; b: 2, 4, 8
-    assert out["value"] == pytest.approx((2 * 4 * 8) ** (1 / 3)) and out["baseline_value"] == pytest.approx(40 ** (1 / 3))
+    assert out["value"] == pytest.approx((2 * 4 * 8) ** (1 / 3))
+    assert out["baseline_value"] == pytest.approx(40 ** (1 / 3))
     assert out["effect"] == pytest.approx(out["value"] / out["baseline_value"] - 1)
 
 
@@ -109,7 +111,8 @@ def test_rows_without_a_baseline_are_left_out_and_empty_input_keeps_the_columns(
     frame = pd.DataFrame({"point": [0, 0, 1], "state": ["a", "b", "b"], "pass": [0, 0, 0], "step_ms": [1.0, 1.1, 1.2]})
     assert rule(frame)["point"].tolist() == [0]
     empty = rule(frame.iloc[:0])
-    assert empty.empty and {"effect", "effect_lo", "effect_hi", "verdict", "n", "n_baseline", "detectable"} <= set(empty)
+    assert empty.empty
+    assert {"effect", "effect_lo", "effect_hi", "verdict", "n", "n_baseline", "detectable"} <= set(empty)
 
 
 def test_bad_input_is_named():
@@ -132,8 +135,8 @@ def test_comparison_prints_its_verdict_effect_and_interval():
 
 def test_ratio_sd_from_repeats_matches_the_95th_percentile():
     diffs = np.linspace(-0.1, 0.1, 201)
-    assert verdict.ratio_sd_from_repeats(diffs) == pytest.approx(np.quantile(np.abs(diffs), 0.95) / (1.959964 * 2 ** 0.5),
-                                                                 rel=1e-5)
+    expected = np.quantile(np.abs(diffs), 0.95) / (1.959964 * 2 ** 0.5)
+    assert verdict.ratio_sd_from_repeats(diffs) == pytest.approx(expected, rel=1e-5)
     assert math.isnan(verdict.ratio_sd_from_repeats([0.01] * 5))
 
 

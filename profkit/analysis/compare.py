@@ -321,11 +321,13 @@ def compare_run_winners(candidates: pd.DataFrame, *, baseline: str) -> pd.DataFr
     joined = other.merge(base[cols].rename(columns={c: f"baseline_{c}" for c in cols[2:]}), on=["op", "profile"])
     if joined.empty:
         return empty(RUN_WINNER_COLUMNS)
-    spread = np.fmax(tuner_ratio_sd(joined), tuner_ratio_sd(joined.rename(columns={
-        "noise_pct": "_p", "noise_source": "_s", "baseline_noise_pct": "noise_pct", "baseline_noise_source": "noise_source"})))
+    as_baseline = {"noise_pct": "_p", "noise_source": "_s", "baseline_noise_pct": "noise_pct",
+                   "baseline_noise_source": "noise_source"}
+    spread = np.fmax(tuner_ratio_sd(joined), tuner_ratio_sd(joined.rename(columns=as_baseline)))
     rule = compare_values(joined["time_ms"], joined["baseline_time_ms"], ratio_sd=spread)
     out = joined.assign(baseline_run=baseline, baseline_ms=joined["baseline_time_ms"],
-                        **{c: rule[c].to_numpy() for c in ("effect", "effect_lo", "effect_hi", "verdict", "detectable")})
+                        **{c: rule[c].to_numpy() for c in ("effect", "effect_lo", "effect_hi", "verdict",
+                                                           "detectable")})
     out = conform_columns(out, RUN_WINNER_COLUMNS)
     return out.sort_values(["op", "shape", "bucket", "run_id"], kind="stable").reset_index(drop=True)
 

@@ -125,7 +125,8 @@ def measured_step_change(bench: pd.DataFrame, *, baseline: str = "untuned") -> p
         effect_lo, effect_hi (relative, state / baseline - 1), verdict (faster, slower,
         within_noise or not_measurable: one pass of each state is not measurable), n and
         n_baseline (passes), design, detectable (the smallest relative change the point could
-        have called), note (why a point is not measurable), baseline, noise_ms (detectable x baseline_ms; NaN when not measurable), beyond_noise
+        have called), note (why a point is not measurable), baseline, noise_ms (detectable x
+        baseline_ms; NaN when not measurable), beyond_noise
         (faster or slower) and slower. Sorted by model, dtype, phase, tokens, state.
     """
     require(bench, ("model", "dtype", "phase", "tokens", "state", "step_ms"), "bench")

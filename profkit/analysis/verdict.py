@@ -495,7 +495,8 @@ def _decide(d: np.ndarray, se: np.ndarray, df: np.ndarray, *, floor: float, conf
     """Effect, interval, verdict and detectable change from log effects, standard errors and dfs."""
     d, se, df = (np.asarray(x, dtype=float) for x in (d, se, df))
     measurable = np.isfinite(d) & np.isfinite(se) & (se >= 0) & ~np.isnan(df) & (df >= 1)
-    q = np.array([t_quantile((1 + confidence) / 2, x) if ok else np.nan for x, ok in zip(df.ravel(), measurable.ravel())])
+    q = np.array([t_quantile((1 + confidence) / 2, x) if ok else np.nan
+                  for x, ok in zip(df.ravel(), measurable.ravel())])
     q = q.reshape(d.shape)
     hw = np.where(measurable, q * np.where(measurable, se, 0.0), np.nan)
     log_floor = math.log1p(floor)

@@ -42,7 +42,8 @@ VERDICT_COLUMNS = {
 }
 SUMMARY_COLUMNS = {
     "op": "string", "buckets": "Int64", "faster": "Int64", "slower": "Int64", "within_noise": "Int64",
-    "not_measurable": "Int64", "median_tuner_speedup": "float64", "median_serving_speedup": "float64", "median_regret": "float64",
+    "not_measurable": "Int64", "median_tuner_speedup": "float64", "median_serving_speedup": "float64",
+    "median_regret": "float64",
     "median_rank_agreement": "float64",
 }
 REPAIR_COLUMNS = {

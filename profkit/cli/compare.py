@@ -1,4 +1,4 @@
-"""``profkit compare``: faster, slower, within noise or not measurable, by the one comparison rule (docs/comparison_rule.md)."""
+"""``profkit compare``: faster, slower, within noise or not measurable, by the one rule of docs/comparison_rule.md."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ HELP = ("compare step states, verify picks or captured winners against a baselin
 EXAMPLES = """examples:
   profkit compare data/h200-verify/step-interleaved                 # each step state against untuned, per size
   profkit compare data/h200-moe/qwen3-30b-a3b-step-aa/step.jsonl --baseline untuned-2
-  profkit compare data/h200-verify/sweep                            # each verify pick against the default, per bucket and M
+  profkit compare data/h200-verify/sweep                            # each verify pick against the default
   profkit compare data/h200-verify/policy --baseline fp8_gemm-autotune-llama3-8b-o   # picks across runs
   profkit compare data/h200/fp8-repeat-r1 --json verdicts.json      # captured winners against the default
 
@@ -38,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--routing", default=None,
                    help="MoE verify tables: the routing whose timings are compared (default: the tuner's own)")
     p.add_argument("--json", type=Path, default=None, metavar="PATH",
-                   help="also write the rows as a JSON array, each with verdict faster/slower/within_noise/not_measurable")
+                   help="also write the rows as a JSON array, each with its verdict "
+                        "(faster, slower, within_noise or not_measurable)")
 
 
 def run(args) -> int:
@@ -111,7 +112,8 @@ def _captures(args):
     import profkit
     from profkit.analysis import compare, speedup_vs_default
 
-    tables = profkit.concat([profkit.load(p) for p in args.paths]) if len(args.paths) > 1 else profkit.load(args.paths[0])
+    loaded = [profkit.load(p) for p in args.paths]
+    tables = profkit.concat(loaded) if len(loaded) > 1 else loaded[0]
     baseline = args.baseline or "default"
     if baseline == "default":
         return speedup_vs_default(tables.candidates)
