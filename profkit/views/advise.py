@@ -16,6 +16,9 @@ from profkit.views._html import slug
 from profkit.views._style import ACCENT, NEUTRAL, SLOWER, categorical_bucket_axis, figure_and_axes, styled
 
 
+MAX_OP_FIGURES = 8  # the report draws one plan figure per op up to this many ops, else one for all
+
+
 @styled
 def plot_plan(plan: Plan, *, op: str | None = None, ax=None) -> Figure:
     """Per bucket (one equal cell each): tuning seconds (tuned by the plan: dark, left out: grey), and
@@ -56,8 +59,9 @@ def advise_report_section(ctx):
     """A section builder for :data:`profkit.views.report.SECTIONS`: the plan of the report's captures.
 
     The plan is the one with no step cost beyond noise (by serving timings where the report has
-    verify verdicts, else the tuner's), with the budgets table beside it; None when the captures
-    hold nothing to plan from.
+    verify verdicts, else the tuner's), with the budgets table beside it: one figure per op up to
+    :data:`MAX_OP_FIGURES` ops, else one figure of all. None when the captures hold no tuning; the
+    reason in one line when advise cannot plan them.
     """
     from profkit.analysis.advise import advise, budget_frontier
     from profkit.errors import ProfkitError
@@ -72,15 +76,23 @@ def advise_report_section(ctx):
     except ProfkitError as exc:
         return report.Section("Tuning plan (profkit advise)", f"No plan: {_one_line(exc)}")
     frontier = budget_frontier(plan)
+    ops = list(plan.ops["op"])
+    caption = ("Tuning seconds per bucket (dark: tuned by the plan, grey: left out) and the step time per pass "
+               "each bucket's tuning buys beyond noise.")
+    if len(ops) <= MAX_OP_FIGURES:
+        verdicts = [f"- {_one_line(v)}" for v in plan.ops["verdict"]]
+        figures = tuple(report.FigureSpec(slug(f"advise_{op}"), f"Tuning plan for {op}", caption,
+                                          draw=lambda op=op: plot_plan(plan, op=op)) for op in ops)
+    else:  # hundreds of ops (many processes): one figure of all, the verdicts in the table
+        decisions = plan.ops["decision"].value_counts()
+        verdicts = [f"- {len(ops)} ops: " + ", ".join(f"{int(n)} {d}" for d, n in decisions.items())
+                    + f"; tuning {plan.full_s:.1f} s -> {plan.planned_s:.1f} s (every op in the advise_plan table)."]
+        figures = (report.FigureSpec("advise", f"Tuning plan for all {len(ops)} ops", caption + " Summed over ops.",
+                                     draw=lambda: plot_plan(plan)),)
     text = "\n".join([f"Gains by {plan.gain_source} timings, costs from the tuning table; one pass = one call of "
                       "every captured shape at every bucket. `profkit advise` writes the switches.", ""]
-                     + [f"- {_one_line(v)}" for v in plan.ops["verdict"]] + [f"- {_one_line(n)}" for n in plan.notes])
-    figures = tuple(report.FigureSpec(slug(f"advise_{op}"), f"Tuning plan for {op}",
-                                      "Tuning seconds per bucket (dark: tuned by the plan, grey: left out) and the "
-                                      "step time per pass each bucket's tuning buys beyond noise.",
-                                      draw=lambda op=op: plot_plan(plan, op=op))
-                    for op in plan.ops["op"])
-    tables = (report.Table(plan_table(plan), "advise_plan"),
+                     + verdicts + [f"- {_one_line(n)}" for n in plan.notes])
+    tables = (report.Table(plan_table(plan), "advise_plan", sort_by="full_tuning_s", what="longest full tuning first"),
               report.Table(frontier, "advise_budgets", what="at most Y% slower per pass"))
     return report.Section("Tuning plan (profkit advise)", text, figures=figures, tables=tables)
 

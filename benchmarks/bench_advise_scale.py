@@ -1,0 +1,123 @@
+"""Time profkit advise (and the report built on it) as captures grow: 25 ops beside hundreds.
+
+    .venv/bin/python benchmarks/bench_advise_scale.py [--report]
+
+Each case copies a real H200 capture (``data/h200/step/llama3-8b-fp8/capture``: fp8_gemm, 4
+shapes x 20 buckets, 1,631 candidates) under new op names and run ids, as captures of many ops
+or many processes look:
+
+- ``25 ops``: one process that tuned 25 ops;
+- ``263 ops``: one process that tuned 263 ops (where advise took 55 s before it planned from
+  op x bucket matrices);
+- ``50 processes``: 50 processes (``profkit capture --out`` folders, one per pid) of 5 ops
+  each, 250 ops in all: the capture whose report ran past 300 s.
+
+Per case it prints, side by side: ``advise`` (one plan), ``budget_frontier`` (the five other
+budgets, reusing the plan's costs and gains), the ``profkit advise`` command end to end (load,
+plan, write the five files), and the report's advise section (plan, budgets, its figure drawn
+as PNG, its tables as Markdown: what ``profkit report`` spends on advise). ``--report`` adds
+``profkit report`` of a folder holding the capture, every section (figures as PNG), which also
+times the report's other sections. Seconds, wall clock, one run each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+import profkit
+from profkit import schema
+from profkit.analysis.advise import advise, budget_frontier
+from profkit.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = ROOT / "data" / "h200" / "step" / "llama3-8b-fp8" / "capture"
+
+
+def copies(base: schema.Tables, *, processes: int, ops: int) -> list[schema.Tables]:
+    """``processes`` captures of ``ops`` ops each (every op a renamed copy of the base capture's)."""
+    out = []
+    for p in range(processes):
+        parts = []
+        for o in range(ops):
+            op = f"gemm_p{p:02d}_o{o:03d}"
+            parts.append(schema.Tables(**{t: getattr(base, t).assign(op=op) for t in ("candidates", "winners", "tuning")},
+                                       runs=base.runs.iloc[:0]))
+        stacked = schema.concat(parts)
+        run = f"{base.runs['run_id'].iloc[0]}-p{p:02d}"
+        frames = {t: getattr(stacked, t).assign(run_id=run) for t in ("candidates", "winners", "tuning")}
+        out.append(schema.Tables(**frames, runs=base.runs.assign(run_id=run, pid=1000 + p)))
+    return out
+
+
+def timed(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def report_section(tables: schema.Tables) -> None:
+    """The report's advise section as ``profkit report`` builds it: plan, budgets, figures, tables."""
+    from types import SimpleNamespace
+
+    from profkit.views import report
+    from profkit.views.advise import advise_report_section
+
+    section = advise_report_section(SimpleNamespace(data=SimpleNamespace(tables=tables)))
+    for spec in section.figures:
+        spec.draw().savefig(io.BytesIO(), format="png", dpi=200)
+    for table in section.tables:
+        report.markdown_table(table)
+
+
+def measure(name: str, parts: list[schema.Tables], work: Path, report: bool) -> dict:
+    folder = work / name.replace(" ", "_") / "capture"
+    for i, part in enumerate(parts):
+        part.save(folder / f"host-pid{1000 + i}" if len(parts) > 1 else folder)
+    tables = schema.concat(parts)
+    row = {"case": name, "ops": tables.candidates["op"].nunique(), "processes": len(parts),
+           "candidates": len(tables.candidates)}
+    plan = None
+
+    def plan_once():
+        nonlocal plan
+        plan = advise(tables)
+
+    row["advise_s"] = timed(plan_once)
+    row["frontier_s"] = timed(lambda: budget_frontier(plan))
+    row["report_section_s"] = timed(lambda: report_section(tables))
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        row["advise_cmd_s"] = timed(lambda: main(["advise", str(folder), "--out", str(work / f"{name}-plan")]))
+        if report:
+            row["report_cmd_s"] = timed(lambda: main(["report", str(folder.parent), "--out", str(work / f"{name}-report"),
+                                                      "--formats", "png"]))
+    return row
+
+
+def main_(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--report", action="store_true",
+                        help="also time `profkit report` of each case (all sections, not only advise's)")
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    base = profkit.load(BASE)
+    cases = {"25 ops": copies(base, processes=1, ops=25), "263 ops": copies(base, processes=1, ops=263),
+             "50 processes": copies(base, processes=50, ops=5)}
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = [measure(name, parts, Path(tmp), args.report) for name, parts in cases.items()]
+    shown = [{k: (f"{v:,.2f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else v)
+              for k, v in row.items()} for row in rows]
+    print(pd.DataFrame(shown).set_index("case").T.to_string())
+    print("seconds, wall clock, one run each; advise_cmd_s = `profkit advise` (load, plan once, write the files)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_())
