@@ -122,7 +122,7 @@ def test_cli_output_ends_with_the_page(tmp_path, capsys):
 
 def test_cli_reports_errors(tmp_path, capsys):
     assert main(["report", str(tmp_path / "nothing"), "--out", str(tmp_path / "o"), "--no-progress"]) == 1
-    assert "no such directory" in capsys.readouterr().err
+    assert "no such file or directory" in capsys.readouterr().err
     with pytest.raises(ProfkitError, match="unknown figure"):
         report.build_report(read_datadir(DATA / "h200" / "fp8"), tmp_path, only=["nope"], progress=False)
 

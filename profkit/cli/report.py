@@ -20,7 +20,8 @@ EXAMPLES = """examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("data", nargs="?", default=None,
-                        help="directory of saved captures (default: the shipped data/, with its verify and advise results)")
+                        help="directory of saved captures, FlashInfer debug logs or cache files, or one such file "
+                             "(default: the shipped data/, with its verify and advise results)")
     parser.add_argument("--out", default="report", help="output directory (default: %(default)s)")
     parser.add_argument("--bench", action="append", default=[], metavar="FILE",
                         help="engine result file to join (profkit.read_bench); repeat for a pair, baseline "
@@ -34,16 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 _ACCEPTS = ("profkit report reads a directory of saved captures (Tables.save, profkit capture --out, "
-            "profkit parse ... --out)")
+            "profkit parse ... --out), a directory of FlashInfer debug logs or cache files, or one such file")
 
 
 def _check_paths(root: Path, out: Path, bench: list[str]) -> None:
-    """The paths named on the command line, before any reading."""
+    """The paths named on the command line, before any reading (what a file holds, the reader says)."""
     if not root.exists():
-        raise ProfkitError(f"{root}: no such directory; {_ACCEPTS}")
-    if not root.is_dir():
-        raise ProfkitError(f"{root}: is a file; {_ACCEPTS}: for a FlashInfer log or cache file, first run "
-                           f"`profkit parse {root} --out DIR`, then `profkit report DIR`")
+        raise ProfkitError(f"{root}: no such file or directory; {_ACCEPTS}")
     if out.exists() and not out.is_dir():
         raise ProfkitError(f"--out {out}: is a file; give a directory for the report (it is created if missing)")
     for file in map(Path, bench):
