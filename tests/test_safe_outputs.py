@@ -606,3 +606,11 @@ def test_load_names_segments_a_killed_writer_left_and_pids_that_are_no_number(to
     assert any(".seg-000002.tmp" in p for p in tables.problems)
     assert any("pid that is not a number" in p for p in tables.problems)
     assert tables.runs["pid"].tolist() == [int(dead.stdout)] and len(tables.candidates) == len(toy.candidates)
+
+
+@pytest.mark.parametrize("tactic", ["not json", "[" * 100_000 + "]" * 100_000])
+def test_advise_names_a_tactic_that_is_not_json(toy, tactic):
+    cands = toy.candidates.assign(tactic=toy.candidates["tactic"].where(toy.candidates["tactic"] != "1", tactic))
+    with pytest.raises(ProfkitError, match="is not JSON") as err:
+        advise(dataclasses_replace(toy, candidates=cands))
+    assert "\n" not in str(err.value) and len(str(err.value)) < 300

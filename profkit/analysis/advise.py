@@ -607,8 +607,6 @@ def _verdict(op: str, decision: str, full_s: float, gained_ms: float, pass_ms: f
 
 
 def _blocklist(blocked: pd.DataFrame, skip: set) -> dict[str, list]:
-    import json
-
     out: dict[str, list] = {}
     for (op, runner), rows in blocked.groupby(["op", "runner"], observed=True, sort=True):
         if op in skip:
@@ -616,8 +614,22 @@ def _blocklist(blocked: pd.DataFrame, skip: set) -> dict[str, list]:
         if ":" in str(runner) or not str(runner):
             raise ProfkitError(f"runner {ascii(runner)}: a runner class name holds no ':'; a blocklist key "
                                "\"op::runner\" for it could not be read back")
-        out[f"{op}::{runner}"] = [json.loads(t) for t in rows["tactic"]]
+        out[f"{op}::{runner}"] = [_tactic_value(op, runner, t) for t in rows["tactic"]]
     return out
+
+
+def _tactic_value(op: str, runner: str, text) -> object:
+    """A tactic's JSON text as the value FlashInfer's blocklist holds; ProfkitError for text that is not JSON."""
+    import json
+
+    text = str(text)
+    try:
+        if len(text) > 4096:
+            raise ValueError("longer than 4096 characters")
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ProfkitError(f"{ascii(op)} {ascii(runner)}: tactic {text[:60]!r} is not JSON ({exc}); a blocklist "
+                           "cannot name it") from None
 
 
 def split_blocklist_key(key: str) -> tuple[str, str]:
