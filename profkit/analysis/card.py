@@ -151,6 +151,12 @@ class WinnerCard:
         return tuple(out)
 
 
+def _words_beyond_desc(line: CandidateLine) -> str:
+    """The winner's tactic in words, where its decoder says more than the short label (fused MoE tiles)."""
+    words = tactic_words(line.runner, line.tactic)
+    return "" if words in (line.desc, line.tactic) else words
+
+
 def _who(runner: str, tactic: str) -> str:
     return f"{runner} tactic={tactic}"
 
@@ -265,4 +271,4 @@ def winner_card(candidates: pd.DataFrame, *, op: str, bucket: int, shape: str | 
         default_runner=str(default["runner"].iloc[0]) if len(default) else None,
         default_ms=float(default["time_ms"].iloc[0]) if len(default) else math.nan,
         noise_pct=noise_pct, noise_source=noise_source, tuning_s=tuning_s, measure_s=measure_s, prep_s=prep_s,
-        env=env, winner_words=tactic_words(top[0].runner, top[0].tactic))
+        env=env, winner_words=_words_beyond_desc(top[0]))
