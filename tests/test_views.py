@@ -338,7 +338,36 @@ def _args(name, data, r, labels):
         "plot_step_times": lambda: ((r.step_rows,), {"model": "llama3-8b", "dtype": "fp8"}),
         "plot_kernel_vs_e2e": lambda: ((analysis.kernel_vs_e2e(r.speedups, _seed_pair()),), {}),
         "plot_serving_vs_tuner": lambda: ((_shipped_verdicts(),), {}),
+        **_moe_args(),
     }[name]()
+
+
+def _moe_args() -> dict:
+    """The MoE plots on data/h200-moe's Qwen3-30B-A3B runs (built only when asked for)."""
+    def frames():
+        from profkit.analysis import moe
+        from profkit.sources.moe_runs import read_moe_runs
+
+        runs = read_moe_runs(DATA / "h200-moe")
+        t, r0 = runs.tables, "qwen3-30b-a3b-r0-r0"
+        aa = runs.step[runs.step["source"].str.contains("qwen3-30b-a3b-step-aa")]
+        verify = runs.verify[runs.verify["run_id"] == r0]
+        return t, r0, aa, verify, moe
+
+    def tactics():
+        t, r0, _, _, moe = frames()
+        return (moe.tactic_parts(t.winners[t.winners["run_id"] == r0]),), {}
+
+    def routing():
+        _, r0, _, verify, moe = frames()
+        return (moe.routing_sensitivity(verify),), {}
+
+    def step():
+        t, r0, aa, verify, moe = frames()
+        return (moe.step_changes(aa), moe.step_predictions(aa, t.winners[t.winners["run_id"] == r0], verify,
+                                                             state="cache")), {}
+
+    return {"plot_moe_tactics": tactics, "plot_moe_routing": routing, "plot_moe_step": step}
 
 
 def _shipped_verdicts() -> pd.DataFrame:

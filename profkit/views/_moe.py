@@ -94,62 +94,97 @@ def _natural(text: str):
 
 
 @styled
-def plot_moe_routing(sensitivity: pd.DataFrame, *, title: str | None = None) -> Figure:
+def plot_moe_routing(sensitivity: pd.DataFrame, *, title: str | None = None, ax: Axes | None = None) -> Figure:
     """Left: the tuned op's speedup over the default per M, one line per routing. Right: the pick's regret.
 
     Args:
         sensitivity: :func:`profkit.analysis.moe.routing_sensitivity` of one shape (one run).
+        ax: draw only the left panel (the speedups) into this Axes.
     """
     require(sensitivity, ("routing", "m", "serving_speedup", "regret", "verdict", "imbalance"), "routing sensitivity")
-    fig = Figure(figsize=(10.0, 3.8), layout="constrained")
-    left, right = fig.subplots(1, 2)
+    fig, left, right = _panels(ax, width_ratios=(1.0, 1.0))
     if sensitivity.empty:
         empty_axes(left, "no MoE verify rows")
         return fig
-    for name, g in sensitivity.groupby("routing", sort=True):
-        g = g.sort_values("m")
-        colour = _routing_colour(name)
-        label = f"{name} (max/mean {g['imbalance'].median():.1f}x)"
-        left.plot(g["m"], g["serving_speedup"], marker="o", color=colour, label=label)
-        slower = g[g["verdict"] == "slower"]
-        left.scatter(slower["m"], slower["serving_speedup"], color=SLOWER, zorder=3, s=30)
-        right.plot(g["m"], 100 * g["regret"], marker="o", color=colour, label=name)
-    left.axhline(1.0, color="black", linewidth=0.8)
-    log2_bucket_axis(left, sensitivity["m"].astype(int), label="M (tokens)")
-    left.set_ylabel("speedup of the pick over the default (x)")
-    left.set_ylim(bottom=min(0.95, float(sensitivity["serving_speedup"].min()) - 0.05))
-    left.legend(loc="best", title="routing (median expert imbalance)", title_fontsize=7)
-    left.set_title("Tuned vs untuned op time")
-    right.axhline(0.0, color="black", linewidth=0.8)
-    log2_bucket_axis(right, sensitivity["m"].astype(int), label="M (tokens)")
-    right.set_ylabel("pick vs the routing's fastest candidate (%)")
-    right.set_ylim(bottom=-0.5)
-    right.set_title("Does the pick hold under each routing?")
+    _draw_speedups(sensitivity, left)
+    if right is None:
+        return fig
+    _draw_regret(sensitivity, right)
     shape = sensitivity["shape"].iloc[0] if "shape" in sensitivity.columns else ""
     worst = sensitivity.loc[sensitivity["regret"].idxmax()]
     fig.suptitle(title or f"MoE {shape}: the pick is {sensitivity['serving_speedup'].min():.2f}-"
                  f"{sensitivity['serving_speedup'].max():.2f}x faster than the default under every routing,\n"
                  f"and at most {100 * worst['regret']:.1f}% slower than that routing's fastest candidate",
                  fontsize=9.5, fontweight="bold")
-    add_note(right, "serving times: CUDA graph replays, weights and inputs rotated past L2; "
-                    "red dots: pick slower than the default beyond noise", below_pt=32)
     return fig
+
+
+def _panels(ax: Axes | None, *, width_ratios) -> tuple[Figure, Axes, Axes | None]:
+    """A new two-panel figure, or the given Axes alone (the second panel is then left out)."""
+    if ax is not None:
+        return ax.figure, ax, None
+    fig = Figure(figsize=(10.0, 3.8), layout="constrained")
+    left, right = fig.subplots(1, 2, width_ratios=width_ratios)
+    return fig, left, right
+
+
+def _draw_speedups(sensitivity: pd.DataFrame, ax: Axes) -> None:
+    for name, g in sensitivity.groupby("routing", sort=True):
+        g = g.sort_values("m")
+        label = f"{name} (max/mean {g['imbalance'].median():.1f}x)"
+        ax.plot(g["m"], g["serving_speedup"], marker="o", color=_routing_colour(name), label=label)
+        slower = g[g["verdict"] == "slower"]
+        ax.scatter(slower["m"], slower["serving_speedup"], color=SLOWER, zorder=3, s=30)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    log2_bucket_axis(ax, sensitivity["m"].astype(int), label="M (tokens)")
+    ax.set_ylabel("speedup of the pick over the default (x)")
+    ax.set_ylim(bottom=min(0.95, float(sensitivity["serving_speedup"].min()) - 0.05))
+    ax.legend(loc="best", title="routing (median expert imbalance)", title_fontsize=7)
+    ax.set_title("Tuned vs untuned op time")
+
+
+def _draw_regret(sensitivity: pd.DataFrame, ax: Axes) -> None:
+    for name, g in sensitivity.groupby("routing", sort=True):
+        g = g.sort_values("m")
+        ax.plot(g["m"], 100 * g["regret"], marker="o", color=_routing_colour(name), label=name)
+    ax.axhline(0.0, color="black", linewidth=0.8)
+    log2_bucket_axis(ax, sensitivity["m"].astype(int), label="M (tokens)")
+    ax.set_ylabel("pick vs the routing's fastest candidate (%)")
+    ax.set_ylim(bottom=-0.5)
+    ax.set_title("Does the pick hold under each routing?")
+    add_note(ax, "serving times: CUDA graph replays, weights and inputs rotated past L2; "
+                 "red dots: pick slower than the default beyond noise", below_pt=32)
 
 
 @styled
 def plot_moe_step(changes: pd.DataFrame, predictions: pd.DataFrame | None = None, *,
-                  states=("tuned", "cache", "repaired"), title: str | None = None) -> Figure:
+                  states=("tuned", "cache", "repaired"), title: str | None = None, ax: Axes | None = None) -> Figure:
     """Left: the step's change against untuned per size, with the A/A pair. Right: predicted against measured.
 
     Args:
         changes: :func:`profkit.analysis.moe.step_changes` of one model (states = series labels).
         predictions: :func:`profkit.analysis.moe.step_predictions` rows (any states) to plot on the right.
+        ax: draw only the left panel (the measured changes) into this Axes.
     """
     require(changes, ("phase", "tokens", "state", "delta_pct", "noise_ms", "baseline_ms"), "step changes")
-    fig = Figure(figsize=(10.0, 3.8), layout="constrained")
-    left, right = fig.subplots(1, 2, width_ratios=(1.6, 1.0))
-    c = changes.copy()
-    c["size"] = c["phase"].astype(str).str[0] + c["tokens"].astype(str)
+    fig, left, right = _panels(ax, width_ratios=(1.6, 1.0))
+    c = changes.assign(size=changes["phase"].astype(str).str[0] + changes["tokens"].astype(str))
+    _draw_measured(c, left, states)
+    if right is None:
+        return fig
+    _draw_predicted(predictions, right, states)
+    model = changes["model"].iloc[0] if "model" in changes.columns and len(changes) else ""
+    tuned = c[c["state"].isin(states)]
+    called = tuned[tuned["verdict"] == "faster"] if "verdict" in tuned.columns else tuned[tuned["beyond_noise"]]
+    sizes = tuned.groupby(["phase", "tokens"]).ngroups
+    faster = called.groupby(["phase", "tokens"]).ngroups
+    span = f"{-called['delta_pct'].max():.0f}-{-called['delta_pct'].min():.0f}% " if len(called) else ""
+    fig.suptitle(title or f"{model}: the tuned MoE makes the step {span}faster at {faster} of {sizes} sizes "
+                 "(beyond noise)", fontsize=9.5, fontweight="bold")
+    return fig
+
+
+def _draw_measured(c: pd.DataFrame, ax: Axes, states) -> None:
     order = list(dict.fromkeys(c.sort_values(["phase", "tokens"])["size"]))
     x = {s: i for i, s in enumerate(order)}
     shown = [s for s in (*states, *sorted(s for s in c["state"].unique() if s.startswith("untuned")))
@@ -164,44 +199,38 @@ def plot_moe_step(changes: pd.DataFrame, predictions: pd.DataFrame | None = None
         else:
             err, called = 100 * g["noise_ms"] / g["baseline_ms"], g["beyond_noise"].fillna(False).to_numpy(dtype=bool)
         colour = NEUTRAL if state.startswith("untuned") else f"C{i}"
-        bars = left.bar(xs, g["delta_pct"], width=width, color=colour,
-                        label=f"{state} (A/A)" if colour == NEUTRAL else state)
+        bars = ax.bar(xs, g["delta_pct"], width=width, color=colour,
+                      label=f"{state} (A/A)" if colour == NEUTRAL else state)
         for bar, beyond in zip(bars, called):
             if not beyond:  # within noise: drawn hollow
                 bar.set_facecolor("white")
                 bar.set_edgecolor(colour)
-        left.errorbar(xs, g["delta_pct"], yerr=err, fmt="none", ecolor="black", elinewidth=0.6, capsize=1.5)
-    left.axhline(0.0, color="black", linewidth=0.8)
-    left.set_xticks(range(len(order)), order, rotation=60, fontsize=7)
-    left.set_xlabel("step size (d = decode batch, p = prefill tokens)")
-    left.set_ylabel("step time vs untuned (%)")
-    left.legend(loc="lower left", ncol=len(shown))
-    left.grid(axis="x", visible=False)
-    left.set_title("Measured, interleaved (95% intervals; hollow: within noise)")
-    if predictions is not None and not predictions.empty:
-        p = predictions.dropna(subset=["predicted_verify_ms", "measured_delta_ms"])
-        lim = 1.1 * float(np.nanmax(np.abs(np.r_[p["predicted_verify_ms"], p["measured_delta_ms"]]))) or 1.0
-        line = np.array([-lim, 0.0])
-        right.fill_between(line, line * 1.5, line / 1.5, color="#e3f2fd", label="within 1.5x")
-        right.plot(line, line, color="black", linewidth=0.8)
-        for i, (state, g) in enumerate(p.groupby("state", sort=False)):
-            right.scatter(g["measured_delta_ms"], g["predicted_verify_ms"], s=18, label=f"{state}: verify",
-                          color=f"C{list(states).index(state) if state in states else i}")
-        right.set_xlim(-lim, 0.05 * lim)
-        right.set_ylim(-lim, 0.05 * lim)
-        right.set_xlabel("measured step change (ms)")
-        right.set_ylabel("predicted from verify (ms)")
-        right.legend(loc="upper left")
-        agree = int(p["sign_agrees"].fillna(False).sum())
-        right.set_title(f"Verify's prediction: sign right at {agree}/{len(p)}")
-    else:
-        empty_axes(right, "no predictions")
-    model = changes["model"].iloc[0] if "model" in changes.columns and len(changes) else ""
-    tuned = c[c["state"].isin(states)]
-    called = tuned[tuned["verdict"] == "faster"] if "verdict" in tuned.columns else tuned[tuned["beyond_noise"]]
-    sizes = tuned.groupby(["phase", "tokens"]).ngroups
-    faster = called.groupby(["phase", "tokens"]).ngroups
-    span = f"{-called['delta_pct'].max():.0f}-{-called['delta_pct'].min():.0f}% " if len(called) else ""
-    fig.suptitle(title or f"{model}: the tuned MoE makes the step {span}faster at {faster} of {sizes} sizes "
-                 "(beyond noise)", fontsize=9.5, fontweight="bold")
-    return fig
+        ax.errorbar(xs, g["delta_pct"], yerr=err, fmt="none", ecolor="black", elinewidth=0.6, capsize=1.5)
+    ax.axhline(0.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(order)), order, rotation=60, fontsize=7)
+    ax.set_xlabel("step size (d = decode batch, p = prefill tokens)")
+    ax.set_ylabel("step time vs untuned (%)")
+    ax.legend(loc="lower left", ncol=max(len(shown), 1))
+    ax.grid(axis="x", visible=False)
+    ax.set_title("Measured, interleaved (95% intervals; hollow: within noise)")
+
+
+def _draw_predicted(predictions: pd.DataFrame | None, ax: Axes, states) -> None:
+    if predictions is None or predictions.empty:
+        empty_axes(ax, "no predictions")
+        return
+    p = predictions.dropna(subset=["predicted_verify_ms", "measured_delta_ms"])
+    lim = 1.1 * float(np.nanmax(np.abs(np.r_[p["predicted_verify_ms"], p["measured_delta_ms"]]))) or 1.0
+    line = np.array([-lim, 0.0])
+    ax.fill_between(line, line * 1.5, line / 1.5, color="#e3f2fd", label="within 1.5x")
+    ax.plot(line, line, color="black", linewidth=0.8)
+    for i, (state, g) in enumerate(p.groupby("state", sort=False)):
+        ax.scatter(g["measured_delta_ms"], g["predicted_verify_ms"], s=18, label=f"{state}: verify",
+                   color=f"C{list(states).index(state) if state in states else i}")
+    ax.set_xlim(-lim, 0.05 * lim)
+    ax.set_ylim(-lim, 0.05 * lim)
+    ax.set_xlabel("measured step change (ms)")
+    ax.set_ylabel("predicted from verify (ms)")
+    ax.legend(loc="upper left")
+    agree = int(p["sign_agrees"].fillna(False).sum())
+    ax.set_title(f"Verify's prediction: sign right at {agree}/{len(p)}")
