@@ -48,8 +48,8 @@ def copies(base: schema.Tables, *, processes: int, ops: int) -> list[schema.Tabl
         parts = []
         for o in range(ops):
             op = f"gemm_p{p:02d}_o{o:03d}"
-            parts.append(schema.Tables(**{t: getattr(base, t).assign(op=op) for t in ("candidates", "winners", "tuning")},
-                                       runs=base.runs.iloc[:0]))
+            frames = {t: getattr(base, t).assign(op=op) for t in ("candidates", "winners", "tuning")}
+            parts.append(schema.Tables(**frames, runs=base.runs.iloc[:0]))
         stacked = schema.concat(parts)
         run = f"{base.runs['run_id'].iloc[0]}-p{p:02d}"
         frames = {t: getattr(stacked, t).assign(run_id=run) for t in ("candidates", "winners", "tuning")}
@@ -96,8 +96,8 @@ def measure(name: str, parts: list[schema.Tables], work: Path, report: bool) -> 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         row["advise_cmd_s"] = timed(lambda: main(["advise", str(folder), "--out", str(work / f"{name}-plan")]))
         if report:
-            row["report_cmd_s"] = timed(lambda: main(["report", str(folder.parent), "--out", str(work / f"{name}-report"),
-                                                      "--formats", "png"]))
+            out = work / f"{name}-report"
+            row["report_cmd_s"] = timed(lambda: main(["report", str(folder.parent), "--out", str(out), "--formats", "png"]))
     return row
 
 

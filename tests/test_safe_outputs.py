@@ -16,7 +16,6 @@ import html.parser
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import textwrap
@@ -109,7 +108,8 @@ SHOW_ENV = 'source ./vllm_env.sh; printf "%s\\0%s" "${FLASHINFER_TACTICS_BLOCKLI
 # each line of sglang_flags.txt run by bash, its flag line through a function that prints its words
 SHOW_FLAGS = ('words() { printf "%s\\0" "$@"; }; '
               'source <(sed -e "s/^--flashinfer-autotune-skip-ops/words --flashinfer-autotune-skip-ops/" '
-              '-e "s/^--disable/words --disable/" ./sglang_flags.txt); printf "B=%s" "${FLASHINFER_TACTICS_BLOCKLIST-}"')
+              '-e "s/^--disable/words --disable/" ./sglang_flags.txt); '
+              'printf "B=%s" "${FLASHINFER_TACTICS_BLOCKLIST-}"')
 
 
 def run_in(sandbox: Path, args: list[str], **env) -> subprocess.CompletedProcess:
@@ -513,7 +513,8 @@ def test_advise_without_usable_candidates_says_it_cannot_plan(toy, tmp_path, cap
     empty = dataclasses_replace(toy, candidates=schema.empty("candidates"))
     with pytest.raises(ProfkitError, match="cannot plan"):
         advise(empty)
-    failed = toy.candidates.assign(time_ms=np.where(toy.candidates["op"] == "noise_op", np.inf, toy.candidates["time_ms"]))
+    c = toy.candidates
+    failed = c.assign(time_ms=np.where(c["op"] == "noise_op", np.inf, c["time_ms"]))
     with pytest.raises(ProfkitError, match="cannot plan: .*'noise_op'"):
         advise(dataclasses_replace(toy, candidates=failed))
     capture_dir = toy.save(tmp_path / "capture")

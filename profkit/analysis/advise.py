@@ -282,7 +282,8 @@ def _refuse_ops_without_candidates(buckets: pd.DataFrame, candidates: pd.DataFra
     timed = set(c["op"][finite].dropna().unique())
     missing = sorted(set(buckets["op"]) - timed)
     if missing:
-        names = ", ".join(ascii(op) for op in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        names = ", ".join(ascii(op) for op in missing[:5]) + more
         raise ProfkitError(f"cannot plan: the captures hold no usable candidate timing for {names} (the candidates "
                            "table is missing, unreadable or holds only failed tactics), so what tuning buys is "
                            "unknown; capture again or pass captures that hold the candidates")

@@ -162,7 +162,8 @@ def vllm_env(plan: Plan, blocklist_path: str = "blocklist.json") -> str:
     """vllm_env.sh: vLLM environment variables for the plan, a shell snippet to ``source``."""
     file = "vllm_env.sh"
     return _engine_text(plan, VLLM_CHECKED, off="# no tuning at all: vllm serve ... --no-enable-flashinfer-autotune",
-                        blocklist=lambda: f"export FLASHINFER_TACTICS_BLOCKLIST={_shell_word(blocklist_path, file, what='path')}",
+                        blocklist=lambda: "export FLASHINFER_TACTICS_BLOCKLIST="
+                                          f"{_shell_word(blocklist_path, file, what='path')}",
                         skip=lambda: f"export VLLM_FLASHINFER_AUTOTUNE_SKIP_OPS={_vllm_list(plan.skip_ops)}",
                         buckets="VLLM_FLASHINFER_AUTOTUNE_TOKEN_SIZES picks dummy-forward sizes, not buckets")
 
