@@ -13,6 +13,8 @@ Used by profkit's tests, its benchmarks, and by anyone who wants to try profkit 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import warnings
 import zlib
 from typing import Callable
@@ -53,6 +55,11 @@ def cpu_autotuner(time_fn: TimeFn = default_time):
         return avg_time
 
     saved = {name: vars(AutoTuner)[name] for name in ("_profile_single_kernel", "_get_l2_cache_size_in_bytes")}
+    # FlashInfer logs every tuning call at INFO; on a CPU try-out that is noise. Quiet only its default
+    # level: FLASHINFER_LOGGING_LEVEL, or a level the caller set (a debug log), is left as it is.
+    quiet = os.environ.get("FLASHINFER_LOGGING_LEVEL") is None and logger.level == logging.INFO
+    if quiet:
+        logger.setLevel(logging.WARNING)
     saved_capturing = torch.cuda.is_current_stream_capturing
     AutoTuner._profile_single_kernel = fake_profile_single_kernel
     AutoTuner._get_l2_cache_size_in_bytes = lambda self, device_id=None: 1 << 20
@@ -66,6 +73,8 @@ def cpu_autotuner(time_fn: TimeFn = default_time):
             setattr(AutoTuner, name, value)
         torch.cuda.is_current_stream_capturing = saved_capturing
         tuner.clear_cache()
+        if quiet:
+            logger.setLevel(logging.INFO)
 
 
 class ToyCublasRunner(TunableRunner):
