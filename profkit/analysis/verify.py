@@ -283,7 +283,7 @@ def repair_picks(verify: pd.DataFrame, *, routing: str | None = None) -> pd.Data
     Timed at the bucket's own M. A candidate replaces the default only when it is faster beyond
     noise (its p90 below the default's p10); among those, the fastest median wins, ties to the
     tuner's order. Each row carries FlashInfer's cache-file key of the chosen runner, recorded by
-    verify at the bucket's M (``file_key``), which is what :func:`profkit.views.repair.cache_file`
+    verify at the bucket's M (``file_key``), which is what :func:`profkit.outputs.flashinfer_cache.cache_file`
     writes. MoE verify tables time each candidate under several routings: the picks follow
     ``routing`` (default: the tuner's own, ``"tuner"``); rows without a routing are GEMMs'.
     """
