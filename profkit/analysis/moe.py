@@ -284,7 +284,8 @@ def model_summary(winners: pd.DataFrame, candidates: pd.DataFrame, verify: pd.Da
             sens = routing_sensitivity(v)
             seconds = mine.get(f"verify_{routing}_s")
             row.update(routings=sens["routing"].nunique(), op_speedup_min=sens["serving_speedup"].min(),
-                       op_speedup_max=sens["serving_speedup"].max(), pick_slower=int((sens["verdict"] == "slower").sum()),
+                       op_speedup_max=sens["serving_speedup"].max(),
+                       pick_slower=int((sens["verdict"] == "slower").sum()),
                        max_regret_pct=100 * sens["regret"].max(),
                        verify_over_tuning=(seconds.dropna().iloc[0] / first["tune_call_s"]
                                            if seconds is not None and seconds.notna().any() else np.nan))

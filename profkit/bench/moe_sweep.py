@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m profkit.bench.moe_sweep", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="a shipped MoE model config (qwen3-30b-a3b, gpt-oss-120b, mixtral-8x7b)")
+    p.add_argument("--model", required=True,
+                   help="a shipped MoE model config (qwen3-30b-a3b, gpt-oss-120b, mixtral-8x7b)")
     p.add_argument("--max-m", type=int, default=4096, help="tokens of the tuning call: buckets up to it are tuned")
     p.add_argument("--routings", default="", help="'default' or comma-separated routing names to verify under; "
                                                   "empty: tune only")

@@ -42,7 +42,8 @@ class Routing:
 
 
 def default_routings(top_k: int) -> tuple[str, ...]:
-    """The routings verify times by default: the tuner's, balanced, Zipf 0.3 (max/mean ~3 at 128 experts) and top_k // 2 hot experts (~12)."""
+    """The routings verify times by default: the tuner's, balanced, Zipf 0.3 (max/mean ~3 at 128 experts)
+    and top_k // 2 hot experts (~12)."""
     return ("tuner", "balanced", "zipf-0.3", f"hot-{max(1, top_k // 2)}")
 
 
@@ -61,8 +62,8 @@ def route(name: str, tokens: int, experts: int, top_k: int, *, seed: int = 0, de
         ids = (torch.arange(tokens, device=device)[:, None] * top_k + torch.arange(top_k, device=device)) % experts
     else:
         weights = _weights(name, experts, seed, device)
-        gumbel = -torch.log(-torch.log(torch.rand(tokens, experts, device=device, generator=_generator(device, seed + 1))
-                                       .clamp_min(1e-20)))
+        uniform = torch.rand(tokens, experts, device=device, generator=_generator(device, seed + 1))
+        gumbel = -torch.log(-torch.log(uniform.clamp_min(1e-20)))
         ids = (weights.log() + gumbel).topk(top_k, dim=-1).indices
     logits = torch.randn(tokens, top_k, device=device, generator=_generator(device, seed + 2))
     return Routing(name, seed, ids.to(torch.int32), torch.softmax(logits, dim=-1).to(torch.float32))
