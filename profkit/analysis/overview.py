@@ -109,6 +109,8 @@ class Overview:
         step_changes: :func:`comparison_changes`: every step comparison's states against untuned and the tuned cache.
         step_sets: :func:`step_set_changes` (one row per step run or set, state and baseline).
         drift: :func:`~profkit.analysis.step.pass_drift` of the step sets that repeat a state.
+        drift_summary: :func:`drift_summary` of ``drift`` (per phase).
+        break_even_summary: :func:`break_even_summary` (per model and dtype of the tuning-pass steps).
         predictions: :func:`prediction_agreement`.
         e2e: :func:`kernels_beside_serving`.
         serving_where: :func:`serving_provenance`: where the kernels and the serving pair ran.
@@ -130,7 +132,9 @@ class Overview:
         plan: :func:`~profkit.analysis.advise.advise` of the captures (serving gains where verified);
             None when it cannot plan (``plan_error`` says why).
         frontier: :func:`~profkit.analysis.advise.budget_frontier` of ``plan``.
+        moe_models: :func:`moe_models`: one row per MoE model, the one with the most evidence first.
         evidence: :func:`verdict_evidence`: every serving and step comparison behind the verdicts.
+        evidence_summary: :func:`evidence_summary` of ``evidence`` (per op, kind and model).
         op_verdicts: :func:`op_verdicts`: one row per op, the recommendation first.
         environment: :func:`environment` of the runs.
     """
@@ -263,6 +267,11 @@ class Overview:
         return _all_step_rows(self.data)
 
     @functools.cached_property
+    def step_comparisons(self) -> list:
+        """:func:`~profkit.analysis.step.step_comparisons` of every step row: (where, model, dtype, rows)."""
+        return step.step_comparisons(self._all_steps) if len(self._all_steps) else []
+
+    @functools.cached_property
     def step_changes(self) -> pd.DataFrame:
         return comparison_changes(self._all_steps)
 
@@ -273,6 +282,14 @@ class Overview:
     @functools.cached_property
     def drift(self) -> pd.DataFrame:
         return _drift(self._all_steps)
+
+    @functools.cached_property
+    def drift_summary(self) -> pd.DataFrame:
+        return drift_summary(self.drift)
+
+    @functools.cached_property
+    def break_even_summary(self) -> pd.DataFrame:
+        return break_even_summary(self.step_measured, self.step_break_even, self.step_tuning)
 
     @functools.cached_property
     def predictions(self) -> pd.DataFrame:
@@ -320,6 +337,14 @@ class Overview:
     moe_across = property(lambda self: self._moe["across"])
     moe_tuning = property(lambda self: self._moe["tuning"])
     moe_ops = property(lambda self: self._moe["ops"])
+
+    @functools.cached_property
+    def moe_models(self) -> pd.DataFrame:
+        return moe_models(self._moe["runs"], self.moe_sensitivity, self.moe_changes)
+
+    @functools.cached_property
+    def evidence_summary(self) -> pd.DataFrame:
+        return evidence_summary(self.evidence)
 
     # -- the plan and the verdicts --
     @functools.cached_property
@@ -467,6 +492,46 @@ def step_set_changes(rows: pd.DataFrame, *, changes: pd.DataFrame | None = None)
     return conform(pd.DataFrame(out), STEP_SET_COLUMNS).reset_index(drop=True) if out else empty(STEP_SET_COLUMNS)
 
 
+def drift_summary(drift: pd.DataFrame) -> pd.DataFrame:
+    """Per phase of :func:`~profkit.analysis.step.pass_drift`: step runs, the median and largest drift of a
+    state's pass median between passes (percent), and the median spread inside one pass (percent)."""
+    columns = ["phase", "runs", "drift_pct_median", "drift_pct_max", "within_pct_median"]
+    if drift is None or drift.empty:
+        return pd.DataFrame(columns=columns)
+    rows = [{"phase": phase, "runs": d["source"].nunique(), "drift_pct_median": d["drift_pct"].median(),
+             "drift_pct_max": d["drift_pct"].max(), "within_pct_median": (100 * d["within_ms"] / d["step_ms"]).median()}
+            for phase, d in drift.groupby("phase", sort=True)]
+    return pd.DataFrame(rows, columns=columns)
+
+
+BREAK_EVEN_SUMMARY_COLUMNS = {
+    "model": "string", "dtype": "string", "sizes": "Int64", "saving_sizes": "Int64", "slower": "Int64",
+    "tuning_s": "float64", "steps_min": "float64", "steps_max": "float64", "serving_s_min": "float64",
+    "serving_s_max": "float64",
+}
+
+
+def break_even_summary(measured: pd.DataFrame, break_even: pd.DataFrame, tuning_pass: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, dtype) of the tuned step: sizes, those saving time beyond noise, those slower, and the
+    fewest and most steps (and seconds of serving) before the tuning pass pays for itself."""
+    if measured is None or measured.empty:
+        return empty(BREAK_EVEN_SUMMARY_COLUMNS)
+    tuned = measured[(measured["state"] == "tuned").to_numpy(dtype=bool)]
+    rows = []
+    for (model, dtype), g in tuned.groupby(["model", "dtype"], sort=True):
+        mine = break_even[((break_even["model"] == model) & (break_even["dtype"] == dtype)).to_numpy(dtype=bool)] \
+            if len(break_even) else break_even
+        spent = tuning_pass[((tuning_pass["model"] == model) & (tuning_pass["dtype"] == dtype)).to_numpy(dtype=bool)] \
+            if len(tuning_pass) else tuning_pass
+        rows.append({"model": model, "dtype": dtype, "sizes": len(g), "saving_sizes": len(mine),
+                     "slower": int(g["slower"].sum()), "tuning_s": spent["tuning_s"].iloc[0] if len(spent) else np.nan,
+                     "steps_min": mine["steps_to_break_even"].min() if len(mine) else np.nan,
+                     "steps_max": mine["steps_to_break_even"].max() if len(mine) else np.nan,
+                     "serving_s_min": mine["serving_s_to_break_even"].min() if len(mine) else np.nan,
+                     "serving_s_max": mine["serving_s_to_break_even"].max() if len(mine) else np.nan})
+    return conform(pd.DataFrame(rows), BREAK_EVEN_SUMMARY_COLUMNS) if rows else empty(BREAK_EVEN_SUMMARY_COLUMNS)
+
+
 def _drift(rows: pd.DataFrame) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame()
@@ -581,6 +646,62 @@ def _with_intervals(sensitivity: pd.DataFrame, verdicts: pd.DataFrame | None) ->
     out = out.merge(v, on=keys + ["routing"], how="left", suffixes=("", "_rule"))
     out["effect"] = out["effect_rule"].fillna(out["effect"])
     return out.drop(columns="effect_rule")
+
+
+MOE_MODEL_COLUMNS = {"model": "string", "shape": "string", "run_id": "string", "runs": "string",
+                     "step_source": "string", "tunings": "Int64", "step_sets": "Int64"}
+
+
+def moe_models(runs: pd.DataFrame, sensitivity: pd.DataFrame, changes: pd.DataFrame) -> pd.DataFrame:
+    """One row per MoE model, the one with the most evidence first (most tunings, then step sets, then name).
+
+    Returns:
+        :data:`MOE_MODEL_COLUMNS`: run_id (its verified run, else its first run by folder), runs
+        (every run id, comma-joined), step_source (the step set with an A/A series, else its first),
+        tunings and step_sets.
+    """
+    if runs is None or runs.empty:
+        return empty(MOE_MODEL_COLUMNS)
+    rows = []
+    for model, mine in runs.dropna(subset=["model"]).groupby("model", sort=True):
+        ordered = mine.sort_values("folder")["run_id"].dropna().astype(str).tolist()
+        verified = sorted(set(sensitivity["run_id"].astype(str)) & set(ordered)) if len(sensitivity) else []
+        sets = changes[(changes["model"] == model).to_numpy(dtype=bool)] if len(changes) else changes
+        sources = sorted(sets["source"].astype(str).unique()) if len(sets) else []
+        aa = [src for src in sources if (sets[sets["source"] == src]["state"].astype(str).str.startswith("untuned-")).any()]
+        rows.append({"model": model, "shape": str(mine["shape"].dropna().iloc[0]) if mine["shape"].notna().any() else "",
+                     "run_id": (verified or ordered or [""])[0], "runs": ", ".join(ordered),
+                     "step_source": (aa or sources or [""])[0], "tunings": len(ordered), "step_sets": len(sources)})
+    out = pd.DataFrame(rows).sort_values(["tunings", "step_sets", "model"], ascending=[False, False, True],
+                                         kind="stable")
+    return conform(out.reset_index(drop=True), MOE_MODEL_COLUMNS)
+
+
+EVIDENCE_SUMMARY_COLUMNS = {
+    "op": "string", "kind": "string", "model": "string", "points": "Int64", "faster": "Int64", "slower": "Int64",
+    "within_noise": "Int64", "not_measurable": "Int64", "effect_min": "float64", "effect_max": "float64",
+}
+
+
+def evidence_summary(evidence: pd.DataFrame) -> pd.DataFrame:
+    """Per (op, kind, model) of :func:`verdict_evidence`: the verdict counts and the measured effects' range.
+
+    ``model`` is "" for serving points of dense ops (one row per op); effects span the measurable points.
+    """
+    if evidence.empty:
+        return empty(EVIDENCE_SUMMARY_COLUMNS)
+    e = evidence.assign(model=evidence["model"].fillna(""))
+    rows = []
+    for (op, kind, model), g in e.groupby(["op", "kind", "model"], sort=True):
+        counts = g["verdict"].value_counts()
+        measurable = g[(g["verdict"] != "not_measurable").to_numpy(dtype=bool)]
+        rows.append({"op": op, "kind": kind, "model": model, "points": len(g),
+                     "faster": int(counts.get("faster", 0)), "slower": int(counts.get("slower", 0)),
+                     "within_noise": int(counts.get("within_noise", 0)),
+                     "not_measurable": int(counts.get("not_measurable", 0)),
+                     "effect_min": measurable["effect"].min() if len(measurable) else np.nan,
+                     "effect_max": measurable["effect"].max() if len(measurable) else np.nan})
+    return conform(pd.DataFrame(rows), EVIDENCE_SUMMARY_COLUMNS)
 
 
 # -- the plan -------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""``profkit report``: figures (PNG, SVG), tables (CSV), index.md and a self-contained index.html from a data directory."""
+"""``profkit report``: the verdicts, figures (PNG, SVG), tables (CSV), summary.json and self-contained pages from a
+data directory, a capture, a FlashInfer debug log or a cache file."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from pathlib import Path
 from profkit.errors import ProfkitError
 
 NAME = "report"
-HELP = "Write the figures, tables, index.md and a self-contained index.html for a directory of captures."
+HELP = ("Write the verdicts (summary.json), figures, tables and self-contained pages for a directory of captures, "
+        "a capture, a FlashInfer debug log or a cache file.")
 EXAMPLES = """examples:
   profkit report --out report                       # the shipped H200 data (data/h200) and serving pair
   profkit report runs/mine --out runs/mine/report   # your own captures (profkit.capture(...).save)
   profkit report runs/on --bench off.txt --bench on.txt --out report   # add an autotune off/on serving pair
+  profkit report server.log --out report              # straight from a FlashInfer debug log (or a cache .json)
+  profkit report --style doc --formats png,svg --out doc-figures   # for a design doc: larger type, no run ids
   profkit report --only tactic_map,speedup --formats png --no-index --out docs/figures   # README figures
 """
 
@@ -31,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated figure names to draw (default: all)")
     parser.add_argument("--formats", default="png,svg", help="figure formats, comma-separated (default: %(default)s)")
     parser.add_argument("--no-index", action="store_true", help="write the figures only, no pages or tables")
+    parser.add_argument("--style", choices=("screen", "doc"), default="screen",
+                        help="figure style: screen (default) or doc (design documents: larger type, no run ids)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -63,8 +69,9 @@ def run(args: argparse.Namespace) -> int:
     data = datadir.read_datadir(root, bench=bench)
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     written = report.build_report(data, args.out, formats=[f.strip() for f in args.formats.split(",") if f.strip()],
-                                  only=only, index=not args.no_index, progress=not args.no_progress)
-    figures = sum(p.suffix != ".csv" and p.name not in ("index.md", "index.html") for p in written)
+                                  only=only, index=not args.no_index, progress=not args.no_progress,
+                                  style=args.style)
+    figures = sum(p.suffix in (".png", ".svg", ".pdf") for p in written)
     tables = sum(p.suffix == ".csv" for p in written)
     print(f"profkit report: {figures} figure files and {tables} tables in {args.out}", file=sys.stderr)
     if args.no_index:

@@ -4,7 +4,8 @@ Every ``plot_<thing>(frame, *, ..., ax=None)`` returns a matplotlib Figure: with
 new ``Figure(layout="constrained")`` (no pyplot, nothing global changes), with ``ax=`` given it
 draws only into that Axes and returns ``ax.figure``. Styling comes from ``rc_context``.
 Each figure states how its times were measured (fp8_gemm: eager, hot L2, mean; bf16_gemm: CUDA
-graph, cold L2, median) in a note under the axes.
+graph, cold L2, median) in a note under the axes. ``with views.use_style("doc"):`` draws the
+figures made inside it for design documents (larger type, no run ids).
 """
 
 from profkit.views._candidates import plot_candidates
@@ -14,8 +15,10 @@ from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_ch
 from profkit.views._moe import plot_moe_routing, plot_moe_step, plot_moe_tactics
 from profkit.views._speedup import plot_speedup
 from profkit.views._step import plot_step_times
+from profkit.views._style import use_style
 from profkit.views._tactic_map import plot_tactic_map
 from profkit.views._tuning import plot_tuning_time, plot_tuning_value
+from profkit.views._verdicts import plot_verdicts
 from profkit.views._verify import plot_serving_vs_tuner
 
 
@@ -23,5 +26,5 @@ __all__ = [
     "explorer", "plot_candidates", "plot_diff", "plot_kernel_vs_e2e", "plot_moe_routing", "plot_moe_step",
     "plot_moe_tactics", "plot_op_timings", "plot_rank_divergence",
     "plot_serving_vs_tuner", "plot_speedup", "plot_step_change", "plot_step_times", "plot_tactic_map",
-    "plot_tuning_time", "plot_tuning_value", "plot_winner_flips",
+    "plot_tuning_time", "plot_tuning_value", "plot_verdicts", "plot_winner_flips", "use_style",
 ]

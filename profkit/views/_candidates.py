@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
 from typing import Iterable, Mapping
 
@@ -16,8 +15,12 @@ from matplotlib.ticker import FuncFormatter
 from profkit.analysis import shapes_of
 from profkit.analysis._frames import default_rows, flashinfer_rows, require
 from profkit.errors import ProfkitError
-from profkit.views._style import (SLOWER, add_note, empty_axes, figure_and_axes, log2_bucket_axis, runner_colour,
-                                  short_label, styled)
+from profkit.views._style import (SLOWER, add_note, empty_axes, figure_and_axes, log2_bucket_axis, run_label,
+                                  runner_colour, runner_name, short_label, styled)
+
+# The relative axis frames the band where tuning decisions are made: candidates up to this much
+# slower than the winner; slower ones are drawn as marks on the top edge and counted in the note.
+RELATIVE_TOP = 1.3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +37,8 @@ class CandidateSpreadInfo:
     timing: str = ""
     dropped: int = 0
     highlight: int | None = None
+    run: str = ""                                  # the run drawn ("" where the style hides run ids)
+    default_timings: int = 1                       # most default timings behind one bucket's diamond (median)
 
 
 def select_one(frame: pd.DataFrame, *, op: str | None, shape: str | None, run_id: str | None,
@@ -81,80 +86,96 @@ def _candidate_spread_info(candidates: pd.DataFrame, *, op=None, shape=None, run
     if runners is not None:
         wanted = set(runners)
         ok = ok[ok["runner"].isin(wanted).to_numpy(dtype=bool)]
-    scale = (lambda b: best.get(b, np.nan)) if relative else (lambda b: 1.0)
+    scale = (lambda b: best.get(b, np.nan)) if relative else (lambda b: 1e-3)  # absolute: microseconds
     points = tuple((int(b), str(r), float(t / scale(b))) for b, r, t in zip(ok["bucket"], ok["runner"], ok["time_ms"]))
     winners = tuple((int(b), float(t / scale(b))) for b, t in best.items())
     d = default_rows(c)
     d = d[np.isfinite(d["time_ms"].to_numpy(dtype=float))]
-    defaults = tuple((int(b), float(t / scale(b))) for b, t in zip(d["bucket"], d["time_ms"]) if b in best.index)
+    # One default per bucket: a capture that tuned a shape in several calls timed it once per call.
+    per_bucket = d.groupby("bucket", observed=True)["time_ms"].agg(["median", "size"])
+    defaults = tuple((int(b), float(t / scale(b))) for b, t in per_bucket["median"].items() if b in best.index)
+    default_timings = int(per_bucket["size"].max()) if len(per_bucket) else 0
     timing = str(c["timing"].dropna().iloc[0]) if "timing" in c.columns and c["timing"].notna().any() else ""
-    title = f"{op}  {short_label(shape, labels)}  ({run_id})" if run_id else f"{op}  {short_label(shape, labels)}"
-    return CandidateSpreadInfo(title=title, buckets=tuple(int(b) for b in best.index),
+    run = run_label(run_id)
+    title = f"{op}  {short_label(shape, labels)}"
+    return CandidateSpreadInfo(title=title, run=run, default_timings=default_timings, buckets=tuple(int(b) for b in best.index),
                                runners=tuple(sorted({p[1] for p in points})), points=points, winners=winners,
                                defaults=defaults, relative=relative, timing=timing, dropped=dropped,
                                highlight=highlight)
 
 
-def _draw_candidate_spread(info: CandidateSpreadInfo, ax: Axes) -> None:
-    """Scatter every candidate (jittered per runner), star the winner, diamond the default."""
+def _draw_candidate_spread(info: CandidateSpreadInfo, ax: Axes, *, top: float | None = None) -> None:
+    """Scatter every candidate (spread per runner within its bucket), star the winner, diamond the default."""
     if not info.points:
         empty_axes(ax, "no candidates with a finite time")
         return
+    top = (top or RELATIVE_TOP) if info.relative else None
+    clip = (lambda y: min(y, top)) if top else (lambda y: y)  # noqa: E731
     n = len(info.runners)
+    above = 0
     for i, runner in enumerate(info.runners):
+        # Within a bucket's own octave (x is log2 M), runners side by side: the spread reads as one bucket.
         offset = 2 ** ((i - (n - 1) / 2) * 0.12)
         pts = [(b * offset, y) for b, r, y in info.points if r == runner]
         xs, ys = zip(*pts)
-        ax.scatter(xs, ys, s=9, color=runner_colour(runner), alpha=0.55, linewidths=0, label=runner, zorder=2)
+        inside = [y <= top for y in ys] if top else [True] * len(ys)
+        above += inside.count(False)
+        ax.scatter([x for x, ok in zip(xs, inside) if ok], [y for y, ok in zip(ys, inside) if ok], s=9,
+                   color=runner_colour(runner), alpha=0.55, linewidths=0, label=runner_name(runner), zorder=2)
+        if not all(inside):
+            ax.scatter([x for x, ok in zip(xs, inside) if not ok], [top] * inside.count(False), s=14, marker="^",
+                       color=runner_colour(runner), alpha=0.8, linewidths=0, zorder=2, clip_on=False)
     wx, wy = zip(*info.winners)
     ax.scatter(wx, wy, marker="*", s=70, color="black", zorder=4, label="winner")
     if info.defaults:
         dx, dy = zip(*info.defaults)
-        ax.scatter(dx, dy, marker="D", s=22, facecolor="white", edgecolor=SLOWER, linewidths=1.2, zorder=5,
-                   label="default (runners[0], tactic -1)")
+        ax.scatter(dx, [clip(y) for y in dy], marker="D", s=22, facecolor="white", edgecolor=SLOWER, linewidths=1.2,
+                   zorder=5, label="default (runners[0], tactic -1)", clip_on=False)
     if info.highlight is not None:
         ax.axvspan(info.highlight / 2 ** 0.3, info.highlight * 2 ** 0.3, color="#fff59d", alpha=0.6, zorder=0)
     log2_bucket_axis(ax, info.buckets)
     ax.set_xlim(min(info.buckets) / 1.6, max(info.buckets) * 1.6)
     if info.relative:
-        ax.set_yscale("log")
-        ax.set_ylabel("time / winner's time (x, log)")
-        ys = [y for _, _, y in info.points]
-        top = max(ys + [y for _, y in info.defaults]) if ys else 2.0
-        ax.set_ylim(0.97, max(1.1, top * 1.15))
+        ys = [y for _, _, y in info.points] + [y for _, y in info.defaults]
+        highest = max(ys) if ys else top
+        ax.set_ylim(0.99, max(1.05, min(highest, top)) + 0.01)
+        ax.set_ylabel("time / winner's time (x)")
         ax.yaxis.set_major_formatter(_times())
-        ax.yaxis.set_minor_formatter(_times(minor=True))
     else:
-        ax.set_ylabel("time (ms)")
-    ax.set_title(f"Every candidate per bucket: {info.title}")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=6.5, markerscale=1.2, borderaxespad=0)
-    note = f"timed {info.timing}" if info.timing else ""
+        ax.set_ylabel("time (us)")
+    ax.set_title(f"Every candidate per bucket: {info.title}", loc="left")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small", markerscale=1.2, borderaxespad=0)
+    note = "; ".join(x for x in (f"run {info.run}" if info.run else "",
+                                  f"timed {info.timing}" if info.timing else "") if x)
+    if info.default_timings > 1:
+        note += f"; default: median of up to {info.default_timings} timings (one per tuning call)"
+    if above:
+        note += (f"{'; ' if note else ''}{above} candidates slower than {top:g}x the winner drawn as marks on the "
+                 "top edge")
     if info.dropped:
         note += f"; {info.dropped} candidates without a finite time (failed) not drawn"
     add_note(ax, note)
 
 
-def _times(minor: bool = False) -> FuncFormatter:
-    """Tick labels '1x', '1.5x', '2x' on a log axis (minor ticks labelled only at a few values)."""
-    def fmt(value, pos=None):
-        if minor and not any(math.isclose(value, v) for v in (1.05, 1.1, 1.2, 1.5, 3.0, 5.0)):
-            return ""
-        return f"{value:g}x"
-    return FuncFormatter(fmt)
+def _times() -> FuncFormatter:
+    """Tick labels '1x', '1.05x', '1.1x'."""
+    return FuncFormatter(lambda value, pos=None: f"{value:.3g}x")
+
 
 
 @styled
 def plot_candidates(candidates: pd.DataFrame, *, op: str | None = None, shape: str | None = None,
                     run_id: str | None = None, runners: Iterable[str] | None = None, relative: bool = True,
                     highlight: int | None = None, labels: Mapping[str, str] | None = None,
-                    ax: Axes | None = None) -> Figure:
+                    top: float | None = None, ax: Axes | None = None) -> Figure:
     """Plot every candidate FlashInfer timed, bucket by bucket, for one op, shape and run.
 
     The x axis is the bucket (log2); the y axis each candidate's time divided by the bucket's
-    winner (log scale, 1x = the winner), or milliseconds with ``relative=False``. Colours are
-    runner families, jittered sideways per runner; the black star is the winner, the red
-    diamond profkit's timing of the default (runners[0], tactic -1). Candidates without a
-    finite time are counted in the note, not drawn.
+    winner (1x = the winner), framing the band where decisions are made (up to ``top``, default
+    1.3x: slower candidates are marks on the top edge, counted in the note), or microseconds with
+    ``relative=False``. Colours are runner families, runners side by side within each bucket;
+    the black star is the winner, the red diamond profkit's timing of the default (runners[0],
+    tactic -1). Candidates without a finite time are counted in the note, not drawn.
 
     Args:
         candidates: a candidates table.
@@ -165,6 +186,7 @@ def plot_candidates(candidates: pd.DataFrame, *, op: str | None = None, shape: s
         relative: y as time / winner time (True) or milliseconds.
         highlight: a bucket to shade (the explorer's selection).
         labels: display names per shape label.
+        top: the relative axis' upper end (x the winner's time).
         ax: draw into this Axes instead of a new figure.
 
     Returns:
@@ -180,6 +202,6 @@ def plot_candidates(candidates: pd.DataFrame, *, op: str | None = None, shape: s
         warnings.warn(f"{info.dropped} candidates omitted: their time_ms is not finite (failed or oom)",
                       stacklevel=3)
     fig, ax = figure_and_axes(ax, figsize=(9.0, 3.8))
-    _draw_candidate_spread(info, ax)
+    _draw_candidate_spread(info, ax, top=top)
     return fig
 

@@ -27,13 +27,14 @@ class WinnerFlipInfo:
     flip_rates: tuple[tuple[float, ...], ...]    # NaN where only one run timed the bucket
     n_distinct: tuple[tuple[int, ...], ...]
     n_tunings: tuple[int, ...]                   # most tunings of any bucket in the row
+    beyond_noise: tuple[tuple[bool, ...], ...] = ()  # the flip costs more than noise (winner_stability)
 
 
 def _winner_flip_info(stability: pd.DataFrame, *, labels: Mapping[str, str] | None = None,
                       repeated_only: bool = True) -> WinnerFlipInfo:
     """Group winner_stability rows per op and shape."""
     s = stability
-    rows, buckets, flips, distinct, runs = [], [], [], [], []
+    rows, buckets, flips, distinct, runs, beyond = [], [], [], [], [], []
     for (op, shape), g in s.groupby(["op", "shape"], sort=True, observed=True, dropna=False):
         g = g.dropna(subset=["bucket"]).sort_values("bucket", kind="stable")
         if repeated_only and g["n_tunings"].max() < 2:
@@ -43,12 +44,15 @@ def _winner_flip_info(stability: pd.DataFrame, *, labels: Mapping[str, str] | No
         flips.append(tuple(float(x) for x in g["flip_rate"].astype(float)))
         distinct.append(tuple(int(x) for x in g["n_distinct"]))
         runs.append(int(g["n_tunings"].max()))
+        noisy = g["within_noise"].fillna(True) if "within_noise" in g else pd.Series(False, index=g.index)
+        beyond.append(tuple(bool(k > 1 and not n) for k, n in zip(g["n_distinct"], noisy)))
     return WinnerFlipInfo(rows=tuple(rows), buckets=tuple(buckets), flip_rates=tuple(flips),
-                          n_distinct=tuple(distinct), n_tunings=tuple(runs))
+                          n_distinct=tuple(distinct), n_tunings=tuple(runs), beyond_noise=tuple(beyond))
 
 
 def _draw_winner_flips(info: WinnerFlipInfo, ax: Axes) -> None:
-    """Cells per bucket: white = every run agreed, red = winners differ; the count of winners printed."""
+    """Cells per bucket: white = every run agreed, grey = winners differ within noise (a tie), red = a flip
+    that costs more than noise; the count of distinct winners printed."""
     if not info.rows:
         empty_axes(ax, "no bucket was tuned more than once")
         return
@@ -56,26 +60,32 @@ def _draw_winner_flips(info: WinnerFlipInfo, ax: Axes) -> None:
     norm = mpl.colors.Normalize(0, 1)
     n = len(info.rows)
     everything = sorted({b for row in info.buckets for b in row})
-    for i, (buckets, flips, distinct) in enumerate(zip(info.buckets, info.flip_rates, info.n_distinct)):
+    beyond_rows = info.beyond_noise or tuple((False,) * len(b) for b in info.buckets)
+    for i, (buckets, flips, distinct, beyond) in enumerate(zip(info.buckets, info.flip_rates, info.n_distinct,
+                                                               beyond_rows)):
         y = n - 1 - i
-        for (left, right), flip, k in zip(bucket_edges(buckets), flips, distinct):
+        for (left, right), flip, k, costly in zip(bucket_edges(buckets), flips, distinct, beyond):
             single = not math.isfinite(flip)
-            ax.add_patch(Rectangle((left, y - 0.42), right - left, 0.84,
-                                   facecolor="#eeeeee" if single else ("white" if flip == 0 else cmap(0.2 + 0.8 * flip)),
+            face = ("#eeeeee" if single else "white" if flip == 0 else cmap(0.2 + 0.8 * flip) if costly
+                    else _TIE)
+            ax.add_patch(Rectangle((left, y - 0.42), right - left, 0.84, facecolor=face,
                                    edgecolor="#dddddd", linewidth=0.6, hatch="..." if single else None))
             if k > 1:
                 ax.text(math.sqrt(left * right), y, str(k), ha="center", va="center", fontsize=6.5,
-                        color="white" if flip > 0.45 else "black")
+                        color="white" if costly and flip > 0.45 else "#333333")
     ax.set_xlim(min(everything) / 2, max(everything) * 1.02)
     ax.set_ylim(-0.6, n - 0.4)
     log2_bucket_axis(ax, everything)
     ax.set_yticks(range(n), [f"{r}  ({k} tunings)" for r, k in zip(reversed(info.rows), reversed(info.n_tunings))])
     ax.grid(False)
     sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
-    ax.figure.colorbar(sm, ax=ax, label="flip rate (run pairs\nthat disagree)", pad=0.01,
+    ax.figure.colorbar(sm, ax=ax, label="flip rate, flips beyond\nnoise (run pairs that disagree)", pad=0.01,
                        fraction=0.04)
-    ax.set_title("Does the winner change between repeated tunings?")
-    add_note(ax, "number in a cell = distinct winners across the runs; hatched grey = tuned once")
+    costly = sum(sum(row) for row in beyond_rows)
+    flipped = sum(k > 1 for row in info.n_distinct for k in row)
+    ax.set_title(f"Does the winner change between repeated tunings? {flipped} buckets flip, {costly} beyond noise")
+    add_note(ax, "number in a cell = distinct winners across the runs; light grey = the winners differ within noise "
+                 "(a tie); hatched grey = tuned once")
 
 
 @styled
@@ -102,6 +112,7 @@ def plot_winner_flips(stability: pd.DataFrame, *, labels: Mapping[str, str] | No
     return fig
 
 
+_TIE = "#e6e6e6"  # winners differ, but within noise: no colour for a tie
 _CHANGE_STYLE = {"same": ("o", NEUTRAL), "tactic": ("o", "C0"), "runner": ("s", "C3"),
                  "only_a": ("x", "#555555"), "only_b": ("+", "#555555")}
 

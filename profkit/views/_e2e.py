@@ -33,10 +33,12 @@ class KernelE2EInfo:
     improvements: tuple[float, ...]
     values: tuple[str, ...]       # "24.43 vs 28.98 ms" per bar
     note: str = ""
+    kernel_where: str = ""        # "H200": where the kernels were timed
+    serving_where: str = ""       # "B200, SGLang, gpt-oss-120b": where the serving pair ran
 
 
 def _kernel_e2e_info(frame: pd.DataFrame, *, metrics=None, labels: Mapping[str, str] | None = None,
-                     note: str = "") -> KernelE2EInfo:
+                     note: str = "", kernel_where: str = "", serving_where: str = "") -> KernelE2EInfo:
     """Pick the rows to draw: all kernel rows and the chosen e2e metrics."""
     f = frame
     if metrics is not None:
@@ -46,14 +48,14 @@ def _kernel_e2e_info(frame: pd.DataFrame, *, metrics=None, labels: Mapping[str, 
         if r.kind == "kernel":
             op, _, shape = str(r.metric).partition(" ")
             names.append(f"kernel {op} {short_label(shape, labels)}")
-            values.append(f"{number(r.treatment, digits=3)} vs {number(r.baseline, digits=3)} ms per layer")
+            values.append(f"{number(1e3 * r.treatment, digits=3)} vs {number(1e3 * r.baseline, digits=3)} us per layer")
         else:
             names.append(_METRIC_NAMES.get(r.metric, r.metric))
             values.append(f"{number(r.treatment)} vs {number(r.baseline)} {r.unit}")
         kinds.append(str(r.kind))
         imps.append(float(r.improvement_pct))
     return KernelE2EInfo(names=tuple(names), kinds=tuple(kinds), improvements=tuple(imps), values=tuple(values),
-                         note=note)
+                         note=note, kernel_where=kernel_where, serving_where=serving_where)
 
 
 def _draw_bars(info: KernelE2EInfo, ax: Axes, *, title: str) -> None:
@@ -78,8 +80,8 @@ def _draw_bars(info: KernelE2EInfo, ax: Axes, *, title: str) -> None:
 def _part(info: KernelE2EInfo, kind: str) -> KernelE2EInfo:
     keep = [i for i, k in enumerate(info.kinds) if (k == "kernel") == (kind == "kernel")]
     pick = lambda values: tuple(values[i] for i in keep)  # noqa: E731
-    return KernelE2EInfo(names=pick(info.names), kinds=pick(info.kinds), improvements=pick(info.improvements),
-                         values=pick(info.values), note=info.note)
+    return dataclasses.replace(info, names=pick(info.names), kinds=pick(info.kinds),
+                               improvements=pick(info.improvements), values=pick(info.values))
 
 
 def _draw_kernel_e2e(info: KernelE2EInfo, ax: Axes) -> None:
@@ -89,8 +91,11 @@ def _draw_kernel_e2e(info: KernelE2EInfo, ax: Axes) -> None:
         return
     parts = [(kind, _part(info, kind)) for kind in ("kernel", "e2e")]
     parts = [(kind, part) for kind, part in parts if part.names]
-    titles = {"kernel": "Kernels: tuned vs default (weighted by the buckets served)",
-              "e2e": "Serving: autotune on vs off"}
+    # Each panel says where it was measured: serving numbers from another GPU never share an axis
+    # (or a title) with the kernels.
+    titles = {"kernel": "Kernels" + (f" on {info.kernel_where}" if info.kernel_where else "")
+                        + ": tuned vs default\n(weighted by the buckets served)",
+              "e2e": "Serving" + (f" on {info.serving_where}" if info.serving_where else "") + ":\nautotune on vs off"}
     if len(parts) == 1:
         _draw_bars(parts[0][1], ax, title=titles[parts[0][0]])
         add_note(ax, info.note)
@@ -100,8 +105,8 @@ def _draw_kernel_e2e(info: KernelE2EInfo, ax: Axes) -> None:
         fig = ax.figure
         ax.remove()
         panels = fig.subplots(1, 2)
-        fig.suptitle("Different sources, read side by side, not as cause and effect. " + info.note,
-                           fontsize=8, color=SLOWER, wrap=True)
+        fig.suptitle("Different sources: read side by side, not as cause and effect. " + info.note,
+                     fontsize="small", color=SLOWER, wrap=True)
     else:
         # A given Axes: the two panels share its place in the grid.
         grid = ax.get_subplotspec().subgridspec(1, 2, wspace=0.6)
@@ -115,14 +120,16 @@ def _draw_kernel_e2e(info: KernelE2EInfo, ax: Axes) -> None:
 @styled
 def plot_kernel_vs_e2e(frame: pd.DataFrame, *, metrics=("output_tok_s", "mean_ttft_ms", "mean_itl_ms",
                                                          "median_itl_ms", "p99_itl_ms"),
-                       labels: Mapping[str, str] | None = None, note: str = "", ax: Axes | None = None) -> Figure:
+                       labels: Mapping[str, str] | None = None, note: str = "", kernel_where: str = "",
+                       serving_where: str = "", ax: Axes | None = None) -> Figure:
     """Plot weighted kernel speedups beside the end-to-end deltas of a serving pair.
 
     One horizontal bar per row, all as bigger-is-better percent, in two panels that never share
-    an axis: kernels on the left (blue: default vs tuned milliseconds per layer, weighted by the
+    an axis: kernels on the left (blue: default vs tuned microseconds per layer, weighted by the
     decode and prefill buckets the run hits), the serving pair on the right (green/red: metrics
-    that improved/worsened). Kernels and serving usually come from different GPUs or ops (the
-    shipped case: H200 GEMMs beside B200 MoE serving); ``note`` states that above the panels.
+    that improved/worsened), each panel titled with where it was measured. Kernels and serving
+    usually come from different GPUs or ops (the shipped case: H200 GEMMs beside B200 MoE
+    serving); ``note`` states that above the panels.
     Each bar is labelled with its value and the two raw numbers. With ``ax`` given, the two
     panels share that Axes' place in its grid.
 
@@ -131,13 +138,16 @@ def plot_kernel_vs_e2e(frame: pd.DataFrame, *, metrics=("output_tok_s", "mean_tt
         metrics: e2e metrics to draw (None: all); kernel rows are always drawn.
         labels: display names per shape label.
         note: caveat printed under the axes, e.g. that kernels and serving ran on other GPUs.
+        kernel_where: where the kernels were timed, for the kernel panel's title (e.g. "H200").
+        serving_where: where the serving pair ran, for its panel's title (e.g. "B200, SGLang, gpt-oss-120b").
         ax: draw into this Axes instead of a new figure.
 
     Returns:
         The Figure drawn into.
     """
     require(frame, ("kind", "metric", "baseline", "treatment", "improvement_pct", "unit"), "kernel_vs_e2e")
-    info = _kernel_e2e_info(frame, metrics=metrics, labels=labels, note=note)
+    info = _kernel_e2e_info(frame, metrics=metrics, labels=labels, note=note, kernel_where=kernel_where,
+                            serving_where=serving_where)
     rows = max(sum(k == "kernel" for k in info.kinds), sum(k != "kernel" for k in info.kinds), 1)
     fig, ax = figure_and_axes(ax, figsize=(12.0, 1.8 + 0.3 * rows))
     _draw_kernel_e2e(info, ax)
@@ -204,20 +214,25 @@ def plot_op_timings(between: pd.DataFrame, *, op: str | None = None, labels: Map
 
 @styled
 def plot_step_change(measured: pd.DataFrame, *, predicted: pd.DataFrame | None = None, state: str = "tuned",
+                     legend: bool = True, note: bool = True, title: str | None = None,
                      ax: Axes | None = None) -> Figure:
     """Plot a model step's measured change, tuned vs untuned, beside the change the capture predicts.
 
     x is the step's tokens (decode batch, or prefill chunk; log2); y the step-time change in
     percent of the untuned step (negative: tuning made the step faster). One colour per model
-    and dtype; circles are decode, squares prefill; error bars the repetitions' noise band;
-    red-filled markers are slower beyond noise. Dashed lines are the change predicted from the
-    tuning-pass capture (sum over linears and layers of winner minus default at each bucket).
+    and dtype; circles are decode, squares prefill; error bars the comparison rule's interval
+    (``effect_lo``/``effect_hi``; else the noise band); red-filled markers are slower beyond
+    noise. Dashed lines are the change predicted from the tuning-pass capture (sum over linears
+    and layers of winner minus default at each bucket).
 
     Args:
         measured: output of :func:`profkit.analysis.step.measured_step_change`.
         predicted: output of :func:`profkit.analysis.step.predict_step_change` with ``model`` and
             ``dtype`` columns added (optional).
         state: the state compared with the untuned baseline ("tuned" or "cache").
+        legend: draw the legend (right of the axes).
+        note: draw the note on the measurement under the axes.
+        title: the axes title.
         ax: draw into this Axes instead of a new figure.
 
     Returns:
@@ -240,7 +255,11 @@ def plot_step_change(measured: pd.DataFrame, *, predicted: pd.DataFrame | None =
                 continue
             x = h["tokens"].astype(float).to_numpy()
             y = h["delta_pct"].astype(float).to_numpy()
-            err = 100 * h["noise_ms"].astype(float).to_numpy() / h["baseline_ms"].astype(float).to_numpy()
+            if "effect_lo" in h.columns:  # the comparison rule's interval (NaN where not measurable)
+                err = np.abs(np.vstack([y - 100 * h["effect_lo"].astype(float).to_numpy(),
+                                        100 * h["effect_hi"].astype(float).to_numpy() - y]))
+            else:
+                err = 100 * h["noise_ms"].astype(float).to_numpy() / h["baseline_ms"].astype(float).to_numpy()
             slow = h["slower"].fillna(False).to_numpy(dtype=bool)
             ax.errorbar(x, y, yerr=err, color=colour, marker=marker, markersize=3.5, linewidth=1.0, capsize=1.5,
                         elinewidth=0.7, label=f"{model} {dtype} {phase}" if phase == "decode" else None,
@@ -258,13 +277,15 @@ def plot_step_change(measured: pd.DataFrame, *, predicted: pd.DataFrame | None =
                      every_value=True)
     ax.tick_params(axis="x", labelrotation=45)
     ax.set_ylabel(f"step time change, {state}\nvs untuned (%); < 0 faster")
-    ax.set_title("Does tuning pay off in a model step?")
+    ax.set_title("Does tuning pay off in a model step?" if title is None else title)
     handles, names = ax.get_legend_handles_labels()
     handles += [Line2D([], [], marker="s", linestyle=":", color="black"),
                 Line2D([], [], marker="o", linestyle="", color=SLOWER),
                 Line2D([], [], linestyle="--", color="black")]
     names += ["prefill (same colour)", "slower beyond noise", "predicted from the capture (decode M)"]
-    ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=6.5, borderaxespad=0)
-    add_note(ax, "profkit step: CUDA graph of the decoder layers, median of 10 replays x 3 repetitions; error bars = "
-                 "larger max-min spread of the two states", below_pt=44)
+    if legend:
+        ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small", borderaxespad=0)
+    if note:
+        add_note(ax, "profkit step: CUDA graph of the decoder layers; error bars = the comparison rule's 95% interval "
+                     "(none where one pass of each state is not measurable)", below_pt=44)
     return fig

@@ -12,6 +12,9 @@ from profkit.analysis import decode_tactic
 
 # Units shown in a table header, from the column name's suffix (the frames keep their names).
 _UNITS = (("_ms", "ms"), ("_us", "us"), ("_s", "s"), ("_pct", "%"), ("_tok_s", "tok/s"))
+# Kernel times: a few microseconds each, so tables show them in us (0.008013 ms reads as 8.013 us).
+KERNEL_TIME_COLUMNS = ("time_ms", "default_ms", "default_time_ms", "pick_ms", "best_ms", "tuner_ms", "serving_ms",
+                       "serving_p10_ms", "serving_p90_ms", "tuned_op_ms", "untuned_op_ms")
 
 
 def number(value, *, digits: int = 4) -> str:
@@ -89,10 +92,14 @@ def picks(text) -> str:
 
 
 def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` as strings: numbers via :func:`number`, tactics decoded, units in the headers."""
+    """``frame`` as strings: numbers via :func:`number`, tactics decoded, units in the headers, kernel times in us."""
     out = {}
     for col in frame.columns:
         series = frame[col]
+        if col in KERNEL_TIME_COLUMNS:
+            us = pd.to_numeric(series, errors="coerce") * 1e3
+            out[header(col[:-3] + "_us")] = [number(v) for v in us.astype(object)]
+            continue
         if col == "tactic" and "runner" in frame.columns:
             values = [tactic(r, t) for r, t in zip(frame["runner"], series)]
         elif col.startswith("tactic_") and f"runner_{col[7:]}" in frame.columns:

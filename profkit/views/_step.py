@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.transforms import ScaledTranslation
 
 from profkit.analysis._frames import require
 from profkit.errors import ProfkitError
@@ -88,32 +87,25 @@ def _step_times_info(bench: pd.DataFrame, *, model: str, dtype: str, phase: str,
         layers=int(layers.iloc[0]) if layers.nunique() == 1 else None, relative_to=relative_to)
 
 
-def _draw_step_times(info: StepTimesInfo, ax: Axes, *, labels: Mapping[str, str] | None = None) -> None:
+def _draw_step_times(info: StepTimesInfo, ax: Axes, *, labels: Mapping[str, str] | None = None,
+                     legend: bool = True, note: bool = True, title: str | None = None) -> None:
     what = ", ".join(filter(None, (f"{info.model} {info.dtype}".strip(), info.phase)))
     if not any(info.tokens):
         empty_axes(ax, f"no step rows for {what}")
         return
     labels = {**STATE_LABELS, **(labels or {})}
-    n = len(info.states)
     for i, state in enumerate(info.states):
-        # Side by side by a few points so the bars of states at one batch size do not hide each other;
-        # the data stay at the true batch sizes.
-        shift = ScaledTranslation((i - (n - 1) / 2) * 3.5 / 72, 0, ax.figure.dpi_scale_trans)
+        # Every state at its true batch size: no sideways offsets (on a log axis they read as other sizes).
         x = np.asarray(info.tokens[i], dtype=float)
         y = np.asarray(info.medians[i], dtype=float)
         err = np.vstack([y - np.asarray(info.lows[i]), np.asarray(info.highs[i]) - y])
         colour = STATE_COLOURS.get(state, f"C{(i + 4) % 10}")
         ax.errorbar(x, y, yerr=err, color=colour, marker=STATE_MARKERS.get(state, "v"), markersize=4,
                     linewidth=1.1, linestyle="--" if state == "cache" else "-", capsize=2, elinewidth=0.9,
-                    label=labels.get(state, state), transform=ax.transData + shift, zorder=3 + (state == "tuned"))
-        # Artists with an offset transform do not take part in autoscaling: give the limits the data.
-        ax.update_datalim(np.column_stack([np.concatenate([x, x]), np.concatenate([info.lows[i], info.highs[i]])]))
-    ax.autoscale_view()
+                    label=labels.get(state, state), zorder=3 + (state == "tuned"), alpha=0.9)
     tokens = sorted({t for ts in info.tokens for t in ts})
     xlabel = "decode batch size (tokens per step)" if info.phase == "decode" else f"{info.phase} tokens per step"
     log2_bucket_axis(ax, tokens, label=xlabel, every_value=True)
-    lo, hi = ax.get_xlim()
-    ax.set_xlim(lo / (1 + 0.04 * n), hi * (1 + 0.04 * n))  # room for the shifted states at both ends
     if len(tokens) > 8:
         ax.tick_params(axis="x", labelrotation=45)
     if info.relative_to is None:
@@ -124,23 +116,27 @@ def _draw_step_times(info: StepTimesInfo, ax: Axes, *, labels: Mapping[str, str]
         ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
         ax.minorticks_off()
         ax.set_ylabel("step time (ms, log)")
-        ax.set_title(f"{what}: step time per state")
-        ax.legend(loc="upper left", fontsize=6.5)
+        ax.set_title(f"{what}: step time per state" if title is None else title)
+        if legend:
+            ax.legend(loc="upper left", fontsize="x-small")
     else:
         ax.axhline(1.0, color="#444444", linewidth=0.8, zorder=1)
         ax.set_ylabel(f"step time / {info.relative_to}\nmedian (x); < 1 faster")
-        ax.set_title(f"{what}: step time relative to {info.relative_to}")
-        ax.legend(loc="best", fontsize=6.5)
-    low, high = info.repetitions
-    reps = f"{low}" if low == high else f"{low}-{high}"
-    layers = f" of {info.layers} decoder layers" if info.layers else ""
-    add_note(ax, f"profkit step: one step{layers} per point; marker = median of {reps} repetitions, bars = min to "
-                 "max; states side by side at each size", below_pt=44 if len(tokens) > 8 else 30)
+        ax.set_title(f"{what}: step time relative to {info.relative_to}" if title is None else title)
+        if legend:
+            ax.legend(loc="best", fontsize="x-small")
+    if note:
+        low, high = info.repetitions
+        reps = f"{low}" if low == high else f"{low}-{high}"
+        layers = f" of {info.layers} decoder layers" if info.layers else ""
+        add_note(ax, f"profkit step: one step{layers} per point; marker = median of {reps} repetitions, bars = min "
+                     "to max", below_pt=44 if len(tokens) > 8 else 30)
 
 
 @styled
 def plot_step_times(bench: pd.DataFrame, *, model: str | None = None, dtype: str | None = None,
                     phase: str = "decode", relative_to: str | None = None, labels: Mapping[str, str] | None = None,
+                    legend: bool = True, note: bool = True, title: str | None = None,
                     ax: Axes | None = None) -> Figure:
     """Plot a model step's time per state (untuned, tuned, cache, torch) across batch sizes.
 
@@ -149,8 +145,8 @@ def plot_step_times(bench: pd.DataFrame, *, model: str | None = None, dtype: str
     ``relative_to`` that time divided by the named state's median at the same size (1: no
     change). One line per state, in one colour and marker per state in every figure: grey
     untuned (FlashInfer's fallback), dark blue tuned, light blue dashed cache (the tuned cache
-    file loaded, in a fresh process or after FlashInfer's configs were cleared), orange torch linears. States sit a few points apart at each
-    size so their bars stay readable; the data are at the true sizes.
+    file loaded, in a fresh process or after FlashInfer's configs were cleared), orange torch linears. Every
+    state sits at its true size (no sideways offsets on the log axis); the relative view separates them.
 
     Args:
         bench: ``profkit step`` rows (``profkit.read_bench(..., format="profkit-step")``: model,
@@ -160,6 +156,9 @@ def plot_step_times(bench: pd.DataFrame, *, model: str | None = None, dtype: str
         phase: "decode" or "prefill".
         relative_to: a state to divide by (e.g. "untuned"); None draws milliseconds.
         labels: legend text per state, replacing the defaults.
+        legend: draw the legend (a grid of panels draws one for all).
+        note: draw the note on repetitions under the axes.
+        title: the axes title (default: model, dtype, phase and what y is).
         ax: draw into this Axes instead of a new figure.
 
     Returns:
@@ -191,5 +190,5 @@ def plot_step_times(bench: pd.DataFrame, *, model: str | None = None, dtype: str
                           stacklevel=3)
     info = _step_times_info(b, model=model or "", dtype=dtype or "", phase=phase, relative_to=relative_to)
     fig, ax = figure_and_axes(ax, figsize=(8.0, 4.0))
-    _draw_step_times(info, ax, labels=labels)
+    _draw_step_times(info, ax, labels=labels, legend=legend, note=note, title=title)
     return fig

@@ -1,7 +1,15 @@
-"""One look for every profkit figure: rc settings applied with rc_context, colours, axes helpers."""
+"""One look for every profkit figure: rc settings applied with rc_context, colours, axes helpers.
+
+Two styles: ``screen`` (the default: 9 pt text, run ids in titles and notes) and ``doc`` (for
+design documents: larger type, no run ids). :func:`use_style` selects one for the figures drawn
+inside its ``with`` block; nothing global changes.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import dataclasses
 import functools
 import warnings
 from typing import Callable, Iterable, Mapping
@@ -19,6 +27,48 @@ RC = {
     "grid.linewidth": 0.6, "lines.linewidth": 1.4, "lines.markersize": 4.5, "figure.dpi": 100,
     "savefig.dpi": 200, "svg.fonttype": "none",
 }
+
+# Design-document figures: the same look with larger type.
+RC_DOC = {**RC, "font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "xtick.labelsize": 10,
+          "ytick.labelsize": 10, "legend.fontsize": 9.5, "lines.linewidth": 1.6, "lines.markersize": 5.5}
+
+
+@dataclasses.dataclass(frozen=True)
+class Style:
+    """A figure style: its rc settings and whether run ids appear in titles and notes."""
+
+    name: str
+    rc: Mapping
+    run_ids: bool = True
+
+
+STYLES = {"screen": Style("screen", RC), "doc": Style("doc", RC_DOC, run_ids=False)}
+_STYLE: contextvars.ContextVar[Style] = contextvars.ContextVar("profkit_style", default=STYLES["screen"])
+
+
+@contextlib.contextmanager
+def use_style(name: str):
+    """Draw the figures made inside the block in style ``name`` (``screen`` or ``doc``)."""
+    if name not in STYLES:
+        from profkit.errors import ProfkitError
+
+        raise ProfkitError(f"unknown style {name!r}; use {' or '.join(STYLES)}")
+    token = _STYLE.set(STYLES[name])
+    try:
+        yield STYLES[name]
+    finally:
+        _STYLE.reset(token)
+
+
+def current_style() -> Style:
+    """The style figures are drawn in now (``screen`` outside :func:`use_style`)."""
+    return _STYLE.get()
+
+
+def run_label(run_id) -> str:
+    """``run_id`` where the style shows run ids, else ""."""
+    return str(run_id) if run_id and current_style().run_ids else ""
+
 
 DPI = 200  # PNG resolution of the report and README figures
 SLOWER = "#c62828"     # slower than the default (flashinfer#3537)
@@ -46,10 +96,10 @@ def _family(runner: str) -> str:
 
 
 def styled(fn: Callable) -> Callable:
-    """Run a plot function inside ``rc_context(RC)``; nothing global changes."""
+    """Run a plot function inside ``rc_context`` of the current style's rc settings; nothing global changes."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        with mpl.rc_context(RC):
+        with mpl.rc_context(current_style().rc):
             return fn(*args, **kwargs)
     return wrapper
 
@@ -198,7 +248,10 @@ def mark_batch_sizes(ax: Axes, batch_sizes: Iterable[int], *, label_prefix: str 
 
 
 def short_label(label: str, labels: Mapping[str, str] | None) -> str:
-    if labels and label in labels:
-        return labels[label]
-    return label
+    """A shape's display name with its GEMM shape: ``llama3-8b qkv (N=6144, K=4096)``; the label itself when unnamed."""
+    label = str(label)
+    shape = label.replace(" ", ", ") if label.startswith("N=") else label
+    if labels and label in labels and labels[label] != label:
+        return f"{labels[label]} ({shape})"
+    return shape
 

@@ -15,6 +15,7 @@ from matplotlib.transforms import ScaledTranslation
 
 from profkit.analysis import decode_tactic, shapes_of
 from profkit.analysis._frames import require
+from profkit.views._speedup import first_run_only
 from profkit.views._style import (SLOWER, add_note, bucket_of, categorical_bucket_axis, empty_axes, figure_and_axes,
                                   runner_colour, runner_colours, runner_name, short_label, styled, timing_note,
                                   timings_of)
@@ -31,7 +32,7 @@ class TacticMapInfo:
     winners: tuple[tuple[tuple[str, str], ...], ...]    # (runner, tactic) per bucket
     cell_text: tuple[tuple[str, ...], ...]              # compact tactic label per bucket
     speedups: tuple[tuple[float, ...], ...]             # default_ms / time_ms (NaN when untimed)
-    slower_than_default: tuple[tuple[int, ...], ...]    # flagged buckets per row
+    slower_than_default: tuple[tuple[int, ...], ...]    # buckets slower than the default beyond noise, per row
     batch_sizes: tuple[int, ...] = ()
     timing: str = ""
     dropped_runs: int = 0
@@ -53,7 +54,7 @@ def compact_tactic(runner: str, tactic: str) -> str:
 
 
 def _tactic_map_info(winners: pd.DataFrame, *, op: str | None = None, labels: Mapping[str, str] | None = None,
-                     batch_sizes: Iterable[int] = ()) -> TacticMapInfo:
+                     batch_sizes: Iterable[int] = (), runs: pd.DataFrame | None = None) -> TacticMapInfo:
     """Build the map's record from winners (analysis.winners, speedup_vs_default or a winners table)."""
     w = winners.copy()
     if op is not None:
@@ -62,12 +63,7 @@ def _tactic_map_info(winners: pd.DataFrame, *, op: str | None = None, labels: Ma
         w["shape"] = shapes_of(w).to_numpy()
     default = "default_ms" if "default_ms" in w.columns else "default_time_ms" if "default_time_ms" in w.columns else None
     w["_default"] = pd.to_numeric(w[default], errors="coerce") if default else np.nan
-    dropped = 0
-    if "run_id" in w.columns and len(w):
-        first = w.groupby(["op", "shape"], dropna=False, observed=True)["run_id"].transform("min")
-        keep = (w["run_id"] == first).fillna(True).to_numpy(dtype=bool)
-        dropped = int(w.loc[~keep, "run_id"].nunique())
-        w = w[keep]
+    w, dropped = first_run_only(w, runs)
     rows, buckets, picks, texts, speedups, slower = [], [], [], [], [], []
     for (op_name, shape), g in w.groupby(["op", "shape"], sort=True, observed=True, dropna=False):
         g = g.dropna(subset=["bucket"]).sort_values("bucket", kind="stable").drop_duplicates("bucket")
@@ -82,6 +78,8 @@ def _tactic_map_info(winners: pd.DataFrame, *, op: str | None = None, labels: Ma
         sp = g["_default"].to_numpy(dtype=float) / g["time_ms"].to_numpy(dtype=float)
         speedups.append(tuple(float(x) for x in sp))
         slow = g["slower_than_default"].fillna(False).to_numpy(dtype=bool) if "slower_than_default" in g else sp < 1
+        if "within_noise" in g:  # colour only for verdicts beyond noise: a tie within noise is no flag
+            slow = slow & ~g["within_noise"].fillna(False).to_numpy(dtype=bool)
         slower.append(tuple(int(b) for b, s in zip(g["bucket"], slow) if s))
     note = timing_note(timings_of(w))
     return TacticMapInfo(rows=tuple(rows), buckets=tuple(buckets), winners=tuple(picks), cell_text=tuple(texts),
@@ -127,7 +125,7 @@ def _draw_tactic_map(info: TacticMapInfo, ax: Axes, *, legend: bool = True) -> N
     handles = [Patch(facecolor=runner_colour(r), label=runner_name(r)) for r in runners]
     if any(info.slower_than_default):
         handles.append(Patch(facecolor="white", edgecolor=SLOWER, hatch="////",
-                             label="slower than default (flashinfer#3537)"))
+                             label="slower than default beyond noise (flashinfer#3537)"))
     # Anchored a fixed distance under the tick labels, so no gap grows with the figure's height.
     below = ax.transAxes + ScaledTranslation(0, -34 / 72, ax.figure.dpi_scale_trans)
     leg = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, 0.0), bbox_transform=below,
@@ -144,7 +142,8 @@ def _ink(rgba) -> str:
 
 @styled
 def plot_tactic_map(winners: pd.DataFrame, *, op: str | None = None, labels: Mapping[str, str] | None = None,
-                    batch_sizes: Iterable[int] = (), legend: bool = True, ax: Axes | None = None) -> Figure:
+                    batch_sizes: Iterable[int] = (), legend: bool = True, runs: pd.DataFrame | None = None,
+                    ax: Axes | None = None) -> Figure:
     """Plot the winning runner:tactic of every op x bucket.
 
     Each row is one op and problem shape; each bucket one equal cell on a categorical axis
@@ -152,25 +151,27 @@ def plot_tactic_map(winners: pd.DataFrame, *, op: str | None = None, labels: Map
     buckets from 768 up read as well as the powers of two. The colour family is the runner
     (one per runner in every profkit figure; fp8 and bf16 runners apart), the shade and the
     cell text the tactic ('#3' = heuristic index, 'e7/s2/c21' = cuDNN engine 7, SPLIT_K_SLC 2,
-    KERNEL_CFG 21). Red hatched cells measured slower than the default. Dashed lines mark the
-    bucket of each engine batch size.
+    KERNEL_CFG 21). Red hatched cells measured slower than the default beyond noise (where the
+    frame has ``within_noise``; a tie within noise is not flagged). Dashed lines mark the bucket
+    of each engine batch size.
 
     Args:
         winners: output of :func:`profkit.analysis.winners` or
             :func:`~profkit.analysis.speedup_vs_default`, or a winners table. With several runs of
-            one op and shape, the first run_id is drawn (compare runs with
-            :func:`plot_winner_flips`).
+            one op and shape, the first run (:func:`profkit.analysis.first_runs`) is drawn (compare
+            runs with :func:`plot_winner_flips`).
         op: draw only this op.
         labels: display names per shape label, e.g. ``{"N=6144 K=4096": "llama3-8b qkv"}``.
         batch_sizes: engine batch sizes (tokens per call) to mark.
         legend: draw the runner legend under the axes.
+        runs: the runs table, so "first run" is the earliest started (default: the smallest run_id).
         ax: draw into this Axes instead of a new figure.
 
     Returns:
         The Figure drawn into.
     """
     require(winners, ("op", "profile", "bucket", "runner", "tactic", "time_ms"), "winners")
-    info = _tactic_map_info(winners, op=op, labels=labels, batch_sizes=batch_sizes)
+    info = _tactic_map_info(winners, op=op, labels=labels, batch_sizes=batch_sizes, runs=runs)
     if info.dropped_runs:
         warnings.warn(f"{info.dropped_runs} further run(s) of the same op and shape were not drawn: the map "
                       "shows the first run_id of each; compare runs with plot_winner_flips", stacklevel=3)

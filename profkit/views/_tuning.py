@@ -61,7 +61,7 @@ def _tuning_time_info(breakdown: pd.DataFrame, *, per: str = "op", op: str | Non
                           n_candidates=tuple(int(x) for x in sums["n_candidates"]), per=per)
 
 
-def _draw_tuning_time(info: TuningTimeInfo, ax: Axes) -> None:
+def _draw_tuning_time(info: TuningTimeInfo, ax: Axes, *, title: str | None = None, note: bool = True) -> None:
     """Stacked bars: horizontal per op/shape, vertical per bucket."""
     if not info.bars:
         empty_axes(ax, "no tuning rows")
@@ -83,7 +83,7 @@ def _draw_tuning_time(info: TuningTimeInfo, ax: Axes) -> None:
         ax.set_xlabel("tuning wall time (s)")
         for y, total, n in zip(pos, info.totals, info.n_candidates):
             ax.annotate(f"{total:.1f} s, {n} cand.", xy=(total, y), xytext=(3, 0), textcoords="offset points",
-                        va="center", fontsize=6.5)
+                        va="center", fontsize="x-small")
         ax.set_xlim(0, max(info.totals) * 1.22)
         ax.grid(axis="y", visible=False)
     else:
@@ -91,15 +91,17 @@ def _draw_tuning_time(info: TuningTimeInfo, ax: Axes) -> None:
         ax.set_xlabel("bucket (M)")
         ax.set_ylabel("tuning wall time (s)")
         ax.grid(axis="x", visible=False)
-    ax.set_title(info.title)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=6.5, borderaxespad=0)
-    add_note(ax, "buckets' own windows; each call adds a few ms outside them. profkit's extra default timing "
-                 "is not included")
+    ax.set_title(info.title if title is None else title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small", borderaxespad=0)
+    if note:
+        add_note(ax, "buckets' own windows; each call adds a few ms outside them. profkit's extra default timing "
+                     "is not included")
 
 
 @styled
 def plot_tuning_time(breakdown: pd.DataFrame, *, per: str = "op", op: str | None = None, shape: str | None = None,
-                     labels: Mapping[str, str] | None = None, ax: Axes | None = None) -> Figure:
+                     labels: Mapping[str, str] | None = None, title: str | None = None, note: bool = True,
+                     ax: Axes | None = None) -> Figure:
     """Plot where tuning time went: measuring candidates vs runner prep, JIT and the rest.
 
     Each bar stacks ``measure_s`` (candidates timed), ``prep_s`` (before each runner's first
@@ -114,6 +116,8 @@ def plot_tuning_time(breakdown: pd.DataFrame, *, per: str = "op", op: str | None
         op: only this op (required with per="bucket" when several).
         shape: only this shape.
         labels: display names per shape label.
+        title: the axes title (default: what the bars are).
+        note: draw the note on what the seconds cover under the axes.
         ax: draw into this Axes instead of a new figure.
 
     Returns:
@@ -125,15 +129,15 @@ def plot_tuning_time(breakdown: pd.DataFrame, *, per: str = "op", op: str | None
     require(breakdown, ("op", "shape", "bucket", "measure_s", "prep_s", "jit_s", "other_s", "n_candidates"),
             "tuning_breakdown")
     info = _tuning_time_info(breakdown, per=per, op=op, shape=shape, labels=labels)
-    size = (8.0, 1.2 + 0.32 * max(len(info.bars), 1)) if per == "op" else (8.0, 3.4)
+    size = (9.0, 1.3 + 0.22 * max(len(info.bars), 1)) if per == "op" else (8.0, 3.4)
     fig, ax = figure_and_axes(ax, figsize=size)
-    _draw_tuning_time(info, ax)
+    _draw_tuning_time(info, ax, title=title, note=note)
     return fig
 
 
 @styled
-def plot_tuning_value(value: pd.DataFrame, *, labels: Mapping[str, str] | None = None,
-                      ax: Axes | None = None) -> Figure:
+def plot_tuning_value(value: pd.DataFrame, *, labels: Mapping[str, str] | None = None, legend: bool = True,
+                      note: bool = True, title: str | None = None, ax: Axes | None = None) -> Figure:
     """Plot cumulative tuning time against the time it saves, one line per op and shape.
 
     Each line walks the buckets in order (1, 2, 4, ...): x is the tuning seconds spent so far,
@@ -143,6 +147,9 @@ def plot_tuning_value(value: pd.DataFrame, *, labels: Mapping[str, str] | None =
     Args:
         value: output of :func:`profkit.analysis.tuning_value`; first run per op and shape drawn.
         labels: display names per shape label.
+        legend: draw the legend (right of the axes).
+        note: draw the note on what a saving is under the axes.
+        title: the axes title.
         ax: draw into this Axes instead of a new figure.
 
     Returns:
@@ -162,7 +169,9 @@ def plot_tuning_value(value: pd.DataFrame, *, labels: Mapping[str, str] | None =
     ax.axhline(0, color="#444444", linewidth=0.8)
     ax.set_xlabel("cumulative tuning wall time (s), buckets in ascending order")
     ax.set_ylabel("saved per call, summed over\nbuckets so far (us)")
-    ax.set_title("What tuning time bought")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=6.5, borderaxespad=0)
-    add_note(ax, "saving = default_ms - winner's time_ms at each bucket, one call per bucket")
+    ax.set_title("What tuning time bought" if title is None else title)
+    if legend:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small", borderaxespad=0)
+    if note:
+        add_note(ax, "saving = default_ms - winner's time_ms at each bucket, one call per bucket")
     return fig

@@ -1,0 +1,125 @@
+"""Draw a report's figures and write its files: figures, tables (CSV), summary.json and the pages."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import sys
+import warnings
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from profkit.errors import ProfkitError
+from profkit.outputs import atomic
+from profkit.views import _style
+from profkit.views.report._page import PAGES, Section, page_file
+from profkit.views.report._render import html_page, markdown_page
+
+# CSS pixels per figure inch on the page: a figure is shown at most at this scale, so a small one stays small.
+_PX_PER_INCH = 100
+
+
+def build_report(data, out: str | Path, *, results=None,
+                 sections: Sequence[Callable[..., Section | None]] | None = None,
+                 formats: Iterable[str] = ("png", "svg"), only: Iterable[str] | None = None, index: bool = True,
+                 progress: bool = True, style: str = "screen") -> list[Path]:
+    """Lay out ``data``'s analyses: write the figures, tables (CSV), summary.json and the pages into ``out``.
+
+    The main page (``index.html`` / ``index.md``) holds the verdicts and the figures that carry
+    them; each detail page (``step.html``, ``serving.html``, ...) the per-shape, per-step-set and
+    per-policy detail, linked from the main page. ``summary.json`` holds one entry per op with its
+    recommendation (:func:`profkit.analysis.overview.summary_document`).
+
+    Args:
+        data: from :func:`profkit.sources.datadir.read_datadir`.
+        out: output directory (created).
+        results: the analyses (default: :func:`profkit.analysis.overview.overview` of ``data``).
+        sections: section builders in page order (default :data:`profkit.views.report.SECTIONS`).
+        formats: figure formats to write ("png", "svg", "pdf").
+        only: figure names to draw (default all; see the pages for names).
+        index: also write the pages, the tables' CSV files and summary.json.
+        progress: show a tqdm progress bar on stderr.
+        style: ``screen`` or ``doc`` (design documents: larger type, no run ids).
+
+    Returns:
+        The files written: figures, CSV tables, summary.json, the detail pages, then index.md and
+        index.html last.
+
+    Raises:
+        ProfkitError: for an unknown figure name in ``only``, format or style.
+    """
+    from tqdm.auto import tqdm
+
+    from profkit.analysis.overview import overview, summary_document
+    from profkit.views.report import SECTIONS, ReportContext
+
+    out = Path(out)
+    formats = tuple(formats)
+    bad = [f for f in formats if f not in ("png", "svg", "pdf")]
+    if bad:
+        raise ProfkitError(f"unknown figure format(s) {', '.join(bad)}; use png, svg or pdf")
+    if style not in _style.STYLES:
+        raise ProfkitError(f"unknown style {style!r}; use {' or '.join(_style.STYLES)}")
+    bar = tqdm(total=3, desc="profkit report", unit="step", file=sys.stderr, disable=not progress, leave=False)
+    bar.set_postfix_str("analysis")
+    results = results if results is not None else overview(data)
+    with warnings.catch_warnings(), _style.use_style(style):
+        warnings.simplefilter("ignore", UserWarning)
+        ctx = ReportContext(data=data, results=results)
+        built = [s for s in (build(ctx) for build in (SECTIONS if sections is None else sections)) if s is not None]
+        bar.update()
+        names = [f.name for s in built for f in s.figures]
+        if only is not None:
+            only = list(only)
+            unknown = [n for n in only if n not in names]
+            if unknown:
+                raise ProfkitError(f"unknown figure(s) {', '.join(unknown)}; this data has {', '.join(names)}")
+            built = [dataclasses.replace(s, figures=tuple(f for f in s.figures if f.name in only)) for s in built]
+        bar.total = 2 + sum(len(s.figures) for s in built)
+        atomic.make_folder(out)
+        written: list[Path] = []
+        pngs: dict[str, bytes] = {}
+        widths: dict[str, int] = {}
+        for spec in (f for s in built for f in s.figures):
+            bar.set_postfix_str(spec.name)
+            fig = spec.draw()
+            widths[spec.name] = int(fig.get_size_inches()[0] * _PX_PER_INCH)
+            for fmt in formats:
+                data_bytes = _figure_bytes(fig, fmt)
+                if fmt == "png":
+                    pngs[spec.name] = data_bytes
+                written.append(atomic.write_bytes(out / f"{spec.name}.{fmt}", data_bytes))
+            if index and spec.name not in pngs:
+                pngs[spec.name] = _figure_bytes(fig, "png")
+            bar.update()
+    if index:
+        bar.set_postfix_str("pages")
+        for table in (t for s in built for t in s.tables):
+            written.append(atomic.write_text(out / f"{table.name}.csv", table.frame.to_csv(index=False)))
+        written.append(atomic.write_json(out / "summary.json", summary_document(results, root=str(data.root))))
+        img = "png" if "png" in formats else formats[0]
+        pages = [p for p, _ in PAGES if any(s.page == p for s in built)] or ["index"]
+        for page in sorted(pages, key=lambda p: p == "index"):  # the main page last
+            mine = [s for s in built if s.page == page]
+            written.append(atomic.write_text(out / page_file(page, "md"),
+                                              markdown_page(data, mine, img=img, page=page, pages=pages)))
+            written.append(atomic.write_text(out / page_file(page, "html"),
+                                              html_page(data, mine, pngs, page=page, pages=pages, widths=widths)))
+    bar.update()
+    bar.close()
+    return written
+
+
+def _figure_bytes(fig, fmt: str) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=_style.DPI, metadata=_metadata(fmt))
+    return buf.getvalue()
+
+
+def _metadata(fmt: str) -> dict:
+    """Deterministic files: no creation date in PNG/SVG/PDF metadata."""
+    if fmt == "png":
+        return {"Software": None}
+    if fmt == "svg":
+        return {"Date": None}
+    return {"CreationDate": None}

@@ -1,0 +1,298 @@
+"""The main page: one verdict per op, then the few figures that carry the verdicts, then MoE.
+
+Every builder here formats fields of :class:`profkit.analysis.overview.Overview`; none computes.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from profkit.views._moe import plot_moe_routing, plot_moe_step, plot_moe_tactics
+from profkit.views._tuning import plot_tuning_time
+from profkit.views._verdicts import plot_verdicts
+from profkit.views._verify import plot_serving_vs_tuner
+from profkit.views.report import _text as T
+from profkit.views.report._page import FigureSpec, ReportContext, Section
+
+_HEADLINE = {"keep": "keep autotuning on", "skip": "skip it (tuning buys nothing beyond noise)",
+             "plan": "tune with the `profkit advise` plan", "failed": "tuning failed or did nothing",
+             "unknown": "unknown from this data"}
+
+
+def _rows(frame: pd.DataFrame, **where) -> pd.DataFrame:
+    keep = pd.Series(True, index=frame.index)
+    for column, value in where.items():
+        keep &= (frame[column] == value).fillna(False)
+    return frame[keep.to_numpy(dtype=bool)]
+
+
+# -- verdicts -------------------------------------------------------------------------------------
+def verdict_line(row) -> str:
+    """One op's verdict as one Markdown list item's text: recommendation, cost, what it bought, the plan."""
+    r = row
+    parts = [f"**`{r.op}`: {_HEADLINE.get(r.recommendation, r.recommendation)}.**"]
+    cost = []
+    if not T.missing(r.call_s_min):
+        cost.append(f"{T.seconds(r.call_s_min, r.call_s_max)} per tuning call ({T.count(r.buckets, 'bucket')}, "
+                    f"{T.count(r.calls, 'call')})")
+    if not T.missing(r.pass_s_min):
+        cost.append(f"{T.seconds(r.pass_s_min, r.pass_s_max)} per model pass ({r.pass_models})")
+    parts.append(("Cost: " + "; ".join(cost) + ".") if cost else "Cost: no tuning times in this data.")
+    if r.step_points:
+        parts.append(_step_sentence(r))
+    if r.serving_points:
+        parts.append(_serving_sentence(r))
+    if not r.step_measurable and not r.serving_points and not T.missing(r.tuner_speedup_median):
+        parts.append(f"By the tuner's own timer only: the winner is a median {T.times(r.tuner_speedup_median, digits=3)} "
+                     f"the default (at most {T.times(r.tuner_speedup_max, digits=3)}), a timer the serving and step "
+                     "checks often contradict.")
+    small = _small_sentence(r)
+    if small:
+        parts.append(small)
+    if isinstance(r.plan_decision, str) and r.recommendation in ("plan", "keep") and not T.missing(r.plan_planned_s):
+        parts.append(f"Plan ({r.plan_decision}): {r.plan_tuned_buckets} of {r.plan_buckets} buckets in "
+                     f"{T.seconds(r.plan_planned_s)} instead of {T.seconds(r.plan_full_s)}, expected cost "
+                     f"{r.plan_cost_pct:+.2f}% per pass.")
+    if not T.missing(r.break_even_steps):
+        parts.append(f"A tuning pass pays for itself after {T.number(round(r.break_even_steps))} steps of the timed "
+                     "layers at the size that saves most.")
+    if r.recommendation == "unknown" and isinstance(r.needs, str) and r.needs:
+        parts.append(f"To answer, add {r.needs}.")
+    return " ".join(parts)
+
+
+def _step_sentence(r) -> str:
+    n, f, s = int(r.step_measurable), int(r.step_faster), int(r.step_slower)
+    if not n:
+        return (f"Model step: not measurable at any of {T.count(r.step_points, 'size')} (one pass of each state per "
+                "process cannot tell a change from drift).")
+    text = f"Model step ({r.step_models}): faster beyond noise at {f} of {T.count(n, 'measurable size')}"
+    if f:
+        text += (f" ({T.faster_span(r.step_change_max_pct / 100, r.step_change_min_pct / 100)} at the measured "
+                 f"sizes; best {T.effect_at(r.step_best, r.step_best_lo, r.step_best_hi, r.step_best_at)})"
+                 if s == 0 and r.step_change_max_pct < 0 else
+                 f" (best {T.effect_at(r.step_best, r.step_best_lo, r.step_best_hi, r.step_best_at)})")
+    text += f", slower at {s}" + (f" (worst {T.effect_at(r.step_worst, r.step_worst_lo, r.step_worst_hi, r.step_worst_at)})"
+                                   if s else "")
+    if r.basis == "step" and r.recommendation == "skip" and f < (r.chance_faster or 0):
+        text += f"; fewer than {r.chance_faster} faster of {n} is what identical kernels give by chance"
+    rest = int(r.step_points) - n
+    return text + (f"; {rest} more sizes not measurable." if rest else ".")
+
+
+def _serving_sentence(r) -> str:
+    n = int(r.serving_points)
+    text = (f"Serving (`profkit verify`): the pick runs {T.times(r.serving_speedup_min, r.serving_speedup_max)} the "
+            f"default's speed (median {T.times(r.serving_speedup_median, digits=3)}); faster beyond noise at "
+            f"{r.serving_faster} of {n} points")
+    if r.serving_faster:
+        text += f" (best {T.effect_at(r.serving_best, r.serving_best_lo, r.serving_best_hi, r.serving_best_at)})"
+    text += f", slower at {r.serving_slower}"
+    if r.serving_slower:
+        text += f" (worst {T.effect_at(r.serving_worst, r.serving_worst_lo, r.serving_worst_hi, r.serving_worst_at)})"
+    return text + "."
+
+
+def _small_sentence(r) -> str:
+    parts = []
+    if r.small_serving_points:
+        parts.append(f"serving {r.small_serving_faster} faster, {r.small_serving_slower} slower of "
+                     f"{r.small_serving_points}")
+    if r.small_step_points:
+        parts.append(f"step {r.small_step_faster} faster, {r.small_step_slower} slower of {r.small_step_points}")
+    return f"Small batches (M <= 8): {'; '.join(parts)}." if parts else ""
+
+
+def failure_lines(results) -> list[str]:
+    """One loud line per op whose tuning failed or did nothing at some buckets."""
+    f = results.failures
+    if f is None or f.empty:
+        return []
+    lines = []
+    for op, g in f[(f["status"] != "tuned").to_numpy(dtype=bool)].groupby("op", sort=True):
+        runs = [f"{r.run_id}: {r.tuned} of {r.buckets} buckets tuned"
+                + (f", {r.default_kept} kept the default (every other candidate failed)" if r.default_kept else "")
+                + (f", {r.no_winner} with no winner" if r.no_winner else "")
+                for r in g.itertuples(index=False)]
+        status = "NOT TUNED" if (g["status"] == "not tuned").all() else "PARTLY TUNED"
+        cause = g["cause"].dropna()
+        lines.append(f"WARNING `{op}` {status} in {T.count(len(g), 'run')}: " + "; ".join(runs[:3])
+                     + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
+                     + (f". Cause: {str(cause.iloc[0])[:200]}" if len(cause) else ""))
+    return lines
+
+
+def verdict_section(ctx: ReportContext) -> Section:
+    """Should autotuning stay on for each op on this GPU? One line per op, the loud failures first."""
+    r = ctx.results
+    v = r.op_verdicts
+    env = r.environment
+    where = {row.field: row.value for row in env.itertuples(index=False)} if len(env) else {}
+    head = (f"Measured on {where.get('gpu', 'an unrecorded GPU')}, flashinfer {where.get('flashinfer', '?')}, read "
+            f"from {', '.join(getattr(ctx.data, 'inputs', ('captures',)))}. The same verdicts, with the numbers "
+            "behind them, are in [summary.json](summary.json).")
+    if v.empty:
+        return Section("Verdicts", head + "\n\nNo op was tuned in this data.", loud=tuple(failure_lines(r)))
+    lines = [f"- {verdict_line(row)}" for row in v.itertuples(index=False)]
+    text = "\n".join([head, ""] + lines + ["", _how_to_read()])
+    figures, omitted = (), ()
+    measured = len(r.evidence) and (r.evidence["verdict"] != "not_measurable").any()
+    if not measured:
+        omitted = ("What tuning bought beyond noise: not drawn: no serving or step comparison in this data is "
+                   "measurable.",)
+    else:
+        recs = dict(zip(v["op"], v["recommendation"]))
+        figures = (FigureSpec("verdicts", "What tuning bought beyond noise, per op",
+                              "Every comparison a verdict rests on: serving (the tuner's pick against FlashInfer's "
+                              "default at each bucket's M; MoE at every verified M under every routing) and the model "
+                              "step (the tuned cache against untuned at each size). Change of time with tuning, "
+                              "95% interval; colour only beyond noise.",
+                              lambda: plot_verdicts(r.evidence, recommendations=recs)),)
+    return Section("Verdicts", text, figures, omitted=omitted, loud=tuple(failure_lines(r)))
+
+
+def _how_to_read() -> str:
+    return ("How the verdicts are reached: every faster / slower / within-noise comes from one comparison rule "
+            "(per-pass medians, a t interval on the difference, a drift floor; identical kernels are called "
+            "different at no more than 5% of points; docs/comparison_rule.md). The recommendation rests on the "
+            "model step where any size is measurable, else on serving: **keep** when it is faster beyond noise at "
+            "half the points or more and slower at none, **skip** when it is slower more often than faster or "
+            "faster no more often than identical kernels are by chance, **plan** in between (tune what "
+            "`profkit advise` plans), **failed** when every tuning of the op did nothing.")
+
+
+# -- cost -----------------------------------------------------------------------------------------
+def cost_section(ctx: ReportContext) -> Section | None:
+    """What does tuning cost? One bar per op and shape (first run each), split into where the time went."""
+    r = ctx.results
+    if r.breakdown.empty:
+        return None
+    lines = []
+    for c in r.call_costs.itertuples(index=False):
+        line = f"`{c.op}`: one call tuning all {c.buckets} buckets took {T.seconds(c.wall_s_min, c.wall_s_max)}"
+        line += f" (median {T.seconds(c.wall_s_median)}) over {T.count(c.calls, 'call')}" if c.calls > 1 else ""
+        if c.split_known:
+            line += (f"; measuring candidates was {c.measure_share:.0%} of it, runner preparation (cuDNN plan "
+                     f"builds) {c.prep_share:.0%}")
+        else:
+            line += "; the split into measuring and plan building is unknown (these tuning rows have no phase times)"
+        if c.later_calls:
+            line += f". Later runs of the same shapes (repeats, other ranks): {T.seconds(c.later_s_min, c.later_s_max)}"
+        lines.append(f"- {line}.")
+    tp = r.step_tuning
+    if len(tp):
+        lines.append(f"- A model's tuning pass (every tuned layer, one forward at the largest bucket) took "
+                     f"{T.seconds(tp['tuning_s'].min(), tp['tuning_s'].max())} "
+                     f"({', '.join(f'{m} {d}' for m, d in zip(tp['model'], tp['dtype']))}).")
+    timed = ctx.data.tables.tuning["measure_s"].notna().any()
+    fig = FigureSpec("tuning_time", "Where tuning time went",
+                     "Tuning wall seconds per op and shape (first run each), split into measuring candidates, runner "
+                     "preparation (cuDNN plan builds), JIT and the rest." if timed else
+                     "Tuning wall seconds per op and shape (first run each). These tuning rows carry no phase times "
+                     "(e.g. read from a debug log), so the whole bar is unsplit, not 'other'.",
+                     lambda: plot_tuning_time(r.first_breakdown, labels=ctx.labels))
+    text = "\n".join(lines) + f"\n\nPer shape and bucket, and what the seconds bought: {ctx.page('cost')}."
+    return Section("What tuning costs", text, (fig,))
+
+
+# -- serving --------------------------------------------------------------------------------------
+def serving_section(ctx: ReportContext) -> Section | None:
+    """Do the tuner's picks hold when timed the way engines run them (profkit verify)?"""
+    r = ctx.results
+    if r.verdicts.empty:
+        needs = ("No `profkit verify` table in this data: the tuner's picks were not timed the way engines run them "
+                 "(CUDA graph replays, rotating inputs). `profkit verify CAPTURE` adds one.")
+        return Section("Do the picks hold in serving?", needs)
+    lines = [f"- `{s.op}`: of {s.buckets} buckets (each at its own M) the pick was **{s.faster} faster, {s.slower} "
+             f"slower** and {s.within_noise} within noise of the default; median speedup "
+             f"{T.times(s.median_tuner_speedup, digits=3)} by the tuner's timer, "
+             f"{T.times(s.median_serving_speedup, digits=3)} in serving; tuner/serving rank agreement "
+             f"{s.median_rank_agreement:.2f}." for s in r.verify_summary.itertuples(index=False)]
+    fig = FigureSpec("serving_vs_tuner", "Do the tuner's picks hold in serving?",
+                     "Per bucket (at its own M): the tuner's speedup of its pick over the default (x) against the "
+                     "serving speedup (y). Right of 1 the tuner expected a gain; below 1 serving lost it. Colour: the "
+                     "serving verdict beyond noise.", lambda: plot_serving_vs_tuner(r.verdicts))
+    text = "\n".join(lines) + (f"\n\nPer capture, shape and M, the measurement policies and the serving pair: "
+                               f"{ctx.page('serving')}; every step set: {ctx.page('step')}.")
+    return Section("Do the picks hold in serving?", text, (fig,))
+
+
+# -- MoE ------------------------------------------------------------------------------------------
+def moe_model_line(s) -> str:
+    """One MoE model's answer (a row of :func:`profkit.analysis.moe.model_summary`)."""
+    parts = [f"**{s.model}** (`{s.shape}`): tuning {T.seconds(s.tuning_s)} "
+             f"({T.count(s.buckets, 'bucket')}, {T.count(s.tunings, 'tuning')})"]
+    if not T.missing(s.op_speedup_min):
+        parts.append(f"in serving the pick is {T.times(s.op_speedup_min, s.op_speedup_max)} the default under "
+                     f"{T.count(s.routings, 'routing')}, slower beyond noise at {s.pick_slower}, at most "
+                     f"{s.max_regret_pct:.1f}% behind the routing's fastest candidate")
+    if not T.missing(s.step_sizes):
+        parts.append(f"the model step is faster beyond noise at {s.step_faster} of {s.step_sizes} sizes "
+                     f"({T.faster_span(s.step_change_max_pct / 100, s.step_change_min_pct / 100)}), slower at "
+                     f"{s.step_slower}")
+    if not T.missing(s.aa_points):
+        parts.append(f"the A/A pair (untuned twice) {s.aa_beyond_noise} of {s.aa_points} beyond noise")
+    if not T.missing(s.predicted_beyond_noise) and s.predicted_beyond_noise:
+        parts.append(f"verify's predicted step change has the measured sign at {s.sign_agrees_beyond_noise} of "
+                     f"{s.predicted_beyond_noise} sizes measured beyond noise ({s.within_1_5x} within 1.5x)")
+    if not T.missing(s.flip_buckets) and s.tunings and s.tunings > 1:
+        parts.append(f"repeated tunings pick differently at {s.flip_buckets} buckets, within "
+                     f"{s.max_flip_spread_pct:.1f}% of each other")
+    return "; ".join(parts) + "."
+
+
+def moe_figures(ctx: ReportContext, model: str) -> tuple[FigureSpec, ...]:
+    """The MoE figures of one model: routing, step, tactics and the tuning bill (one figure per question)."""
+    r = ctx.results
+    m = r.moe_models[(r.moe_models["model"] == model).to_numpy(dtype=bool)]
+    if m.empty:
+        return ()
+    row = m.iloc[0]
+    figures = []
+    sens = _rows(r.moe_sensitivity, run_id=row.run_id) if len(r.moe_sensitivity) else r.moe_sensitivity
+    if len(sens):
+        figures.append(FigureSpec(f"moe_routing_{model}", f"{model}: does the pick hold under other routings?",
+                                  "The tuned op's speedup over the default per M under each expert routing (left) and "
+                                  "the pick's regret against that routing's fastest candidate (right); serving times.",
+                                  lambda sens=sens: plot_moe_routing(sens)))
+    changes = _rows(r.moe_changes, source=row.step_source) if len(r.moe_changes) and row.step_source else pd.DataFrame()
+    if len(changes):
+        pred = _rows(r.moe_predictions, source=row.step_source) if len(r.moe_predictions) else None
+        figures.append(FigureSpec(f"moe_step_{model}", f"{model}: what tuning buys the model step",
+                                  "Four decoder layers, states interleaved in one process: each series against "
+                                  "untuned per size with the rule's 95% interval (untuned-2: the A/A pair), and the "
+                                  "step change predicted from verify against the measured one.",
+                                  lambda changes=changes, pred=pred: plot_moe_step(changes, pred)))
+    runs = [x for x in str(row.runs).split(", ") if x]
+    parts = r.moe_parts[r.moe_parts["run_id"].isin(runs).to_numpy(dtype=bool)] if len(r.moe_parts) else r.moe_parts
+    if len(parts):
+        across = _rows(r.moe_across, model=model) if len(r.moe_across) else None
+        figures.append(FigureSpec(f"moe_tactics_{model}", f"{model}: what the tuner picked per bucket",
+                                  "Each pick's tactic part by part (row tile, each GEMM's tile, swizzle, cluster, "
+                                  "raster); bottom row: how the repeated tunings differ.",
+                                  lambda parts=parts, across=across: plot_moe_tactics(
+                                      parts, run_id=row.run_id, across_runs=across if across is not None and len(across)
+                                      else None)))
+    bill = _rows(r.moe_tuning, model=model) if len(r.moe_tuning) else r.moe_tuning
+    if len(bill):
+        figures.append(FigureSpec(f"moe_tuning_{model}", f"{model}: the tuning bill per bucket",
+                                  "Where the first tuning call's seconds went, per bucket: mostly CuTe-DSL compiling "
+                                  "each tactic's kernels the first time a bucket offers it.",
+                                  lambda bill=bill: plot_tuning_time(bill, per="bucket",
+                                                                     title=f"{model}: tuning seconds per bucket")))
+    return tuple(figures)
+
+
+def moe_section(ctx: ReportContext) -> Section | None:
+    """MoE: the fused-MoE op per model, with the headline model's figures (the others on the MoE page)."""
+    r = ctx.results
+    if r.moe_summary.empty:
+        return None
+    lines = [f"- {moe_model_line(s)}" for s in r.moe_summary.itertuples(index=False)]
+    ops = ", ".join(f"`{op}`" for op in r.moe_ops)
+    headline = str(r.moe_models["model"].iloc[0]) if len(r.moe_models) else ""
+    others = [m for m in r.moe_models["model"].astype(str) if m != headline]
+    text = (f"FlashInfer's fused MoE ({ops}), per model (`analysis.moe.model_summary`):\n" + "\n".join(lines)
+            + (f"\n\nFigures of {headline} below; {', '.join(others)} on the {ctx.page('moe', 'MoE page')}."
+               if others else ""))
+    return Section("MoE", text, moe_figures(ctx, headline) if headline else ())
