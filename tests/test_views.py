@@ -46,7 +46,7 @@ def test_tactic_map_info():
     s = speedups([(1, "CublasFp8GemmRunner", "3", 0.010, 0.011), (2, "CudnnFp8GemmRunner", "[0, [[12, 5]]]", 0.011, 0.010)])
     info = _tactic_map._tactic_map_info(s, labels={"N=32 K=64": "toy"}, batch_sizes=[2])
     assert info == _tactic_map.TacticMapInfo(
-        rows=("gemm  toy",), buckets=((1, 2),),
+        rows=("gemm  toy (N=32, K=64)",), buckets=((1, 2),),
         winners=((("CublasFp8GemmRunner", "3"), ("CudnnFp8GemmRunner", "[0, [[12, 5]]]")),),
         cell_text=(("#3", "e0/c5"),), speedups=((pytest.approx(1.1), pytest.approx(10 / 11)),),
         slower_than_default=((2,),), batch_sizes=(2,), timing="gemm: eager", dropped_runs=0)
@@ -66,7 +66,7 @@ def test_tactic_map_draws_cells_flags_and_legend():
     assert [p.get_label() for p in flagged] == ["4"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["gemm  b", "gemm  a"]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert legend == ["A", "B", "slower than default (flashinfer#3537)"]  # one entry per runner
+    assert legend == ["A", "B", "slower than default beyond noise (flashinfer#3537)"]  # one entry per runner
     assert ax.get_legend().get_title().get_text().endswith("\ntimed gemm: eager")
     # One equal cell per bucket on a categorical axis labelled with M.
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4"] and ax.get_xlabel() == "bucket (M, tokens)"
@@ -131,23 +131,26 @@ def test_speedup_info_and_slower_markers():
     s = speedups([(1, "A", "0", 0.010, 0.012), (2, "A", "0", 0.010, 0.0099), (4, "A", "0", 0.010, 0.009)])
     info = _speedup._speedup_info(s)
     assert info == _speedup.SpeedupInfo(
-        series=(_speedup.SpeedupSeries(label="gemm  N=32 K=64", buckets=(1, 2, 4),
+        series=(_speedup.SpeedupSeries(label="gemm  N=32, K=64", buckets=(1, 2, 4),
                                        speedups=(pytest.approx(1.2), pytest.approx(0.99), pytest.approx(0.9)),
                                        slower=(False, True, True), within_noise=(False, True, False)),),
         noise_pct=2.0, timing="gemm: eager")
     fig = views.plot_speedup(s)
     ax = fig.axes[0]
     assert ax.lines[-1].get_xydata()[:, 0].tolist() == [1, 2, 4]
-    slow = ax.collections[0]
-    assert slow.get_offsets()[:, 0].tolist() == [2, 4]
-    faces = slow.get_facecolors()
-    assert tuple(faces[0][:3]) == (1.0, 1.0, 1.0) and tuple(faces[1][:3]) != (1.0, 1.0, 1.0)  # hollow = within noise
+    beyond, tie = ax.collections[:2]  # colour only beyond noise: the tie within noise is hollow and grey
+    assert beyond.get_offsets()[:, 0].tolist() == [4] and tie.get_offsets()[:, 0].tolist() == [2]
+    assert tuple(tie.get_facecolors()[0][:3]) == (1.0, 1.0, 1.0)
+    assert tuple(beyond.get_facecolors()[0][:3]) != (1.0, 1.0, 1.0)
     texts = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert texts == ["noise band ±2.0% (median)", "gemm  N=32 K=64", "slower than default, beyond noise (flashinfer#3537)",
-                     "slower than default, within noise"]
+    assert texts == ["noise band ±2.0% (median)", "gemm  N=32, K=64", "slower than default, beyond noise (flashinfer#3537)",
+                     "slower than default, within noise (a tie)"]
     # No legend entry for a marker that is not drawn.
     fig = views.plot_speedup(speedups([(1, "A", "0", 0.010, 0.0099)]))
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][-1] == "slower than default, within noise"
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][-1] == "slower than default, within noise (a tie)"
+    # The switches a grid of panels needs: no legend, no note, its own title.
+    fig = views.plot_speedup(s, legend=False, note=False, title="one shape")
+    assert fig.axes[0].get_legend() is None and not fig.axes[0].texts and fig.axes[0].get_title() == "one shape"
     save(fig)
 
 
@@ -161,7 +164,7 @@ def breakdown():
 def test_tuning_time_info_and_bars():
     info = _tuning._tuning_time_info(breakdown())
     assert info == _tuning.TuningTimeInfo(
-        title="Where tuning time went, per op and shape", bars=("gemm  N=1 K=1", "gemm  N=2 K=2"),
+        title="Where tuning time went, per op and shape", bars=("gemm  N=1, K=1", "gemm  N=2, K=2"),
         seconds=(("measure_s", (3.0, 0.5)), ("prep_s", (4.0, 0.5)), ("jit_s", (0.0, 0.0)),
                  ("other_s", (pytest.approx(0.2), 0.0))),
         totals=(pytest.approx(7.2), 1.0), n_candidates=(22, 5), per="op")
@@ -180,17 +183,26 @@ def test_tuning_time_info_and_bars():
 
 # -- comparisons ------------------------------------------------------------------------------------
 def test_winner_flip_info_and_cells():
-    stab = pd.DataFrame({"op": "gemm", "shape": "N=1 K=1", "bucket": [1, 2, 4], "n_tunings": [3, 3, 1],
-                         "n_distinct": [1, 2, 1], "flip_rate": [0.0, 2 / 3, np.nan]})
+    stab = pd.DataFrame({"op": "gemm", "shape": "N=1 K=1", "bucket": [1, 2, 4, 8], "n_tunings": [3, 3, 1, 3],
+                         "n_distinct": [1, 2, 1, 2], "flip_rate": [0.0, 2 / 3, np.nan, 1 / 3],
+                         "within_noise": [True, True, True, False]})
     info = _compare._winner_flip_info(stab)
-    assert info == _compare.WinnerFlipInfo(rows=("gemm  N=1 K=1",), buckets=((1, 2, 4),),
-                                           flip_rates=((0.0, pytest.approx(2 / 3), pytest.approx(np.nan, nan_ok=True)),),
-                                           n_distinct=((1, 2, 1),), n_tunings=(3,))
+    assert info == _compare.WinnerFlipInfo(rows=("gemm  N=1, K=1",), buckets=((1, 2, 4, 8),),
+                                           flip_rates=((0.0, pytest.approx(2 / 3), pytest.approx(np.nan, nan_ok=True),
+                                                        pytest.approx(1 / 3)),),
+                                           n_distinct=((1, 2, 1, 2),), n_tunings=(3,),
+                                           beyond_noise=((False, False, False, True),))
     fig = views.plot_winner_flips(stab)
     ax = fig.axes[0]
-    assert len([p for p in ax.patches if isinstance(p, Rectangle)]) == 3
-    assert [t.get_text() for t in ax.texts if t.get_text().isdigit()] == ["2"]
-    assert ax.get_yticklabels()[0].get_text() == "gemm  N=1 K=1  (3 tunings)"
+    cells = [p for p in ax.patches if isinstance(p, Rectangle)]
+    assert len(cells) == 4
+    # Colour only for the flip beyond noise; the tie within noise is grey.
+    assert cells[1].get_facecolor()[:3] == pytest.approx(tuple(int(_compare._TIE[i:i + 2], 16) / 255 for i in (1, 3, 5)))
+    reds = cells[3].get_facecolor()
+    assert reds[0] > reds[1] + 0.1  # red
+    assert [t.get_text() for t in ax.texts if t.get_text().isdigit()] == ["2", "2"]
+    assert ax.get_yticklabels()[0].get_text() == "gemm  N=1, K=1  (3 tunings)"
+    assert ax.get_title().endswith("2 buckets flip, 1 beyond noise")
     save(fig)
 
 
@@ -216,9 +228,11 @@ def test_kernel_vs_e2e_bars():
     frame = pd.DataFrame({"kind": ["kernel", "e2e", "e2e"], "metric": ["gemm N=1 K=1", "output_tok_s", "mean_ttft_ms"],
                           "unit": ["ms/layer", "tok/s", "ms"], "baseline": [2.0, 100.0, 10.0],
                           "treatment": [1.0, 116.8, 10.1], "improvement_pct": [100.0, 16.8, -0.99]})
-    fig = views.plot_kernel_vs_e2e(frame, labels={"N=1 K=1": "toy"}, note="Kernels: H200. Serving: B200.")
-    kernel, serving = fig.axes  # never on one axis
-    assert [t.get_text() for t in kernel.get_yticklabels()] == ["kernel gemm toy"]
+    fig = views.plot_kernel_vs_e2e(frame, labels={"N=1 K=1": "toy"}, note="Kernels: H200. Serving: B200.",
+                                   kernel_where="H200", serving_where="B200, SGLang")
+    kernel, serving = fig.axes  # never on one axis, each titled with where it was measured
+    assert kernel.get_title().startswith("Kernels on H200") and serving.get_title().startswith("Serving on B200, SGLang")
+    assert [t.get_text() for t in kernel.get_yticklabels()] == ["kernel gemm toy (N=1, K=1)"]
     assert [t.get_text() for t in serving.get_yticklabels()] == ["output throughput", "mean TTFT"]
     assert [round(p.get_width(), 2) for p in kernel.patches + serving.patches] == [100.0, 16.8, -0.99]
     assert serving.texts[0].get_text().startswith("+16.8%")
@@ -338,6 +352,8 @@ def _args(name, data, r, labels):
         "plot_step_times": lambda: ((r.step_rows,), {"model": "llama3-8b", "dtype": "fp8"}),
         "plot_kernel_vs_e2e": lambda: ((analysis.kernel_vs_e2e(r.speedups, _seed_pair()),), {}),
         "plot_serving_vs_tuner": lambda: ((_shipped_verdicts(),), {}),
+        "plot_verdicts": lambda: ((r.evidence,), {"recommendations": dict(zip(r.op_verdicts["op"],
+                                                                              r.op_verdicts["recommendation"]))}),
         **_moe_args(),
     }[name]()
 
@@ -405,8 +421,12 @@ def test_shipped_tactic_map_flags_the_slower_buckets(shipped):
     data, r, labels = shipped
     info = _tactic_map._tactic_map_info(r.speedups, op="fp8_gemm", labels=labels)
     assert len(info.rows) == 10 and all(len(b) == 20 for b in info.buckets)
-    row = info.rows.index("fp8_gemm  llama3-8b o")
-    assert info.slower_than_default[row] == (32, 256, 512, 1536)
+    row = info.rows.index("fp8_gemm  llama3-8b o (N=4096, K=4096)")
+    s = r.speedups[(r.speedups["op"] == "fp8_gemm") & (r.speedups["shape"] == "N=4096 K=4096")]
+    slower = s[s["slower_than_default"].fillna(False)]
+    assert sorted(slower["bucket"]) == [32, 256, 512, 1536]  # timed slower than the default ...
+    beyond = slower[~slower["within_noise"].fillna(False)]
+    assert info.slower_than_default[row] == tuple(sorted(int(b) for b in beyond["bucket"]))  # ... flagged only beyond noise
 
 
 # -- explorer -------------------------------------------------------------------------------------

@@ -755,7 +755,7 @@ def verdict_evidence(verdicts: pd.DataFrame, changes: pd.DataFrame, moe_sensitiv
         effect = 1.0 / s["serving_speedup"] - 1.0
         parts.append(pd.DataFrame({
             "op": op, "kind": "serving", "model": s.get("model"), "shape": s["shape"], "where": s["run_id"],
-            "routing": s["routing"], "m": s["m"], "label": "M=" + s["m"].astype(str) + " " + s["routing"],
+            "routing": s["routing"], "m": s["m"], "label": "M=" + s["m"].astype(str) + " (" + s["routing"].astype(str) + " routing)",
             "effect": s["effect"] if "effect" in s.columns else effect,
             "effect_lo": s["effect_lo"] if "effect_lo" in s.columns else np.nan,
             "effect_hi": s["effect_hi"] if "effect_hi" in s.columns else np.nan,

@@ -482,6 +482,9 @@ def _shape_labels(op_timings: pd.DataFrame, provenance: Mapping[str, dict]) -> d
         for model, layer, n, k in op_timings[["model", "layer", "n", "k"]].drop_duplicates().itertuples(index=False):
             labels.setdefault(f"N={int(n)} K={int(k)}", f"{model} {layer}")
     for prov in provenance.values():
+        # An MoE run's provenance names its model and expert geometry ("E=128 top_k=8 H=2048 I=768").
+        if isinstance(prov.get("shape"), str) and prov["shape"].startswith("E=") and isinstance(prov.get("model"), str):
+            labels.setdefault(prov["shape"], prov["model"])
         shapes = prov.get("shapes")
         for shape in shapes if isinstance(shapes, list) else ():
             if isinstance(shape, dict) and {"name", "n", "k"} <= set(shape):

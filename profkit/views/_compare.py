@@ -83,7 +83,7 @@ def _draw_winner_flips(info: WinnerFlipInfo, ax: Axes) -> None:
                        fraction=0.04)
     costly = sum(sum(row) for row in beyond_rows)
     flipped = sum(k > 1 for row in info.n_distinct for k in row)
-    ax.set_title(f"Does the winner change between repeated tunings? {flipped} buckets flip, {costly} beyond noise")
+    ax.set_title(f"Winner flips across repeated tunings:\n{flipped} buckets flip, {costly} beyond noise")
     add_note(ax, "number in a cell = distinct winners across the runs; light grey = the winners differ within noise "
                  "(a tie); hatched grey = tuned once")
 
@@ -107,7 +107,7 @@ def plot_winner_flips(stability: pd.DataFrame, *, labels: Mapping[str, str] | No
     """
     require(stability, ("op", "shape", "bucket", "n_tunings", "n_distinct", "flip_rate"), "winner_stability")
     info = _winner_flip_info(stability, labels=labels)
-    fig, ax = figure_and_axes(ax, figsize=(8.5, 1.4 + 0.34 * max(len(info.rows), 1)))
+    fig, ax = figure_and_axes(ax, figsize=(12.0, 1.6 + 0.34 * max(len(info.rows), 1)))
     _draw_winner_flips(info, ax)
     return fig
 

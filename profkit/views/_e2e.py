@@ -48,7 +48,8 @@ def _kernel_e2e_info(frame: pd.DataFrame, *, metrics=None, labels: Mapping[str, 
         if r.kind == "kernel":
             op, _, shape = str(r.metric).partition(" ")
             names.append(f"kernel {op} {short_label(shape, labels)}")
-            values.append(f"{number(1e3 * r.treatment, digits=3)} vs {number(1e3 * r.baseline, digits=3)} us per layer")
+            # Milliseconds per layer summed over the whole run (every call it served), not one kernel call.
+            values.append(f"{number(r.treatment, digits=4)} vs {number(r.baseline, digits=4)} ms per layer over the run")
         else:
             names.append(_METRIC_NAMES.get(r.metric, r.metric))
             values.append(f"{number(r.treatment)} vs {number(r.baseline)} {r.unit}")
@@ -125,8 +126,8 @@ def plot_kernel_vs_e2e(frame: pd.DataFrame, *, metrics=("output_tok_s", "mean_tt
     """Plot weighted kernel speedups beside the end-to-end deltas of a serving pair.
 
     One horizontal bar per row, all as bigger-is-better percent, in two panels that never share
-    an axis: kernels on the left (blue: default vs tuned microseconds per layer, weighted by the
-    decode and prefill buckets the run hits), the serving pair on the right (green/red: metrics
+    an axis: kernels on the left (blue: default vs tuned milliseconds per layer summed over the
+    run, weighted by the decode and prefill buckets it hits), the serving pair on the right (green/red: metrics
     that improved/worsened), each panel titled with where it was measured. Kernels and serving
     usually come from different GPUs or ops (the shipped case: H200 GEMMs beside B200 MoE
     serving); ``note`` states that above the panels.

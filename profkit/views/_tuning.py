@@ -95,7 +95,7 @@ def _draw_tuning_time(info: TuningTimeInfo, ax: Axes, *, title: str | None = Non
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small", borderaxespad=0)
     if note:
         add_note(ax, "buckets' own windows; each call adds a few ms outside them. profkit's extra default timing "
-                     "is not included")
+                     "is not included", below_pt=30 if info.per == "op" else 52)
 
 
 @styled

@@ -74,7 +74,8 @@ def _draw_panel(panel: VerdictPanel, ax: Axes) -> None:
                 continue
             x = np.asarray(row.effects_pct)[sel]
             lo, hi = np.asarray(row.lows_pct)[sel], np.asarray(row.highs_pct)[sel]
-            err = np.vstack([np.nan_to_num(x - lo), np.nan_to_num(hi - x)])
+            # Intervals only for the verdicts beyond noise: hundreds of grey bars would hide them.
+            err = None if verdict == "within_noise" else np.vstack([np.nan_to_num(x - lo), np.nan_to_num(hi - x)])
             colour = VERDICT_COLOURS[verdict]
             ax.errorbar(x, y + jitter[sel], xerr=err, fmt="o", ms=3.2, color=colour, ecolor=colour,
                         elinewidth=0.7, alpha=0.9 if verdict != "within_noise" else 0.7,
@@ -104,14 +105,15 @@ def _draw_panel(panel: VerdictPanel, ax: Axes) -> None:
 
 
 @styled
-def plot_verdicts(evidence: pd.DataFrame, *, recommendations: Mapping[str, str] | None = None) -> Figure:
+def plot_verdicts(evidence: pd.DataFrame, *, recommendations: Mapping[str, str] | None = None,
+                  ax: Axes | None = None) -> Figure:
     """Plot, per op, every comparison of tuned against untuned that its verdict rests on.
 
     One panel per op (its own x range, so a 1% change and a 30% one both read). Rows: serving
     (``profkit verify``: the tuner's pick against the default at each bucket's M) and the model
     step (``profkit step``: the tuned cache against untuned at each size). x is the change of
-    time with tuning in percent (negative: faster), each point with the comparison rule's 95%
-    interval. Blue: faster beyond noise, red: slower beyond noise, light grey: within noise;
+    time with tuning in percent (negative: faster); points beyond noise with the comparison rule's
+    95% interval. Blue: faster beyond noise, red: slower beyond noise, light grey: within noise;
     points that are not measurable (one pass of each state) are counted right of the row, not
     drawn.
 
@@ -119,26 +121,36 @@ def plot_verdicts(evidence: pd.DataFrame, *, recommendations: Mapping[str, str] 
         evidence: :func:`profkit.analysis.overview.verdict_evidence` (op, kind, effect, effect_lo,
             effect_hi, verdict).
         recommendations: the recommendation per op, shown in its panel's title.
+        ax: draw into this Axes instead of a new figure; several ops share its place in the grid.
 
     Returns:
-        A new Figure.
+        The Figure drawn into.
     """
     require(evidence, ("op", "kind", "effect", "effect_lo", "effect_hi", "verdict"), "verdict evidence")
     panels = _verdict_info(evidence, recommendations)
     heights = [max(len(p.rows), 1) * 0.55 + 0.55 for p in panels] or [1.0]
-    fig = Figure(figsize=(10.0, sum(heights) + 0.9), layout="constrained")
+    own = ax is None
+    fig = Figure(figsize=(10.0, sum(heights) + 0.9), layout="constrained") if own else ax.figure
     if not panels:
-        empty_axes(fig.add_subplot(), "no serving or step comparisons")
+        empty_axes(ax if ax is not None else fig.add_subplot(), "no serving or step comparisons")
         return fig
-    axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights)[:, 0]
-    for panel, ax in zip(panels, axes):
-        _draw_panel(panel, ax)
+    if own:
+        axes = list(fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights)[:, 0])
+    else:  # the panels share the given Axes' place in its grid
+        grid = ax.get_subplotspec().subgridspec(len(panels), 1, height_ratios=heights, hspace=0.6)
+        ax.set_subplotspec(grid[0])
+        axes = [ax] + [fig.add_subplot(grid[i]) for i in range(1, len(panels))]
+    for panel, a in zip(panels, axes):
+        _draw_panel(panel, a)
     axes[-1].set_xlabel("time with tuning vs without (%); < 0: tuning made it faster")
     handles = [Line2D([], [], marker="o", linestyle="", color=c, label=label)
                for c, label in ((VERDICT_COLOURS["faster"], "faster beyond noise"),
                                 (VERDICT_COLOURS["slower"], "slower beyond noise"),
                                 (VERDICT_COLOURS["within_noise"], "within noise"))]
-    fig.legend(handles=handles, loc="outside upper center", ncol=3, fontsize="small")
-    add_note(axes[-1], "bars: the comparison rule's 95% interval (docs/comparison_rule.md)", below_pt=30)
+    if own:
+        fig.legend(handles=handles, loc="outside upper center", ncol=3, fontsize="small")
+    else:
+        axes[0].legend(handles=handles, loc="upper left", fontsize="x-small")
+    add_note(axes[-1], "bars: the comparison rule's 95% interval of each point beyond noise (docs/comparison_rule.md)",
+             below_pt=30)
     return fig
-

@@ -18,7 +18,8 @@ QUADRANTS = {(True, True): "tuner: faster, serving: faster", (False, True): "tun
              (False, False): "tuner: slower, serving: slower", (True, False): "tuner: faster, serving: slower"}
 NOTE = ("One point per bucket and capture, at the bucket's own M. Bold: points per quadrant (right of 1: the tuner "
         "timed its pick faster than the default;\nabove 1: so did serving), with how many of them beyond noise. "
-        "Colour: the serving verdict by the p10-p90 bands of the CUDA-graph replays (error bars).")
+        "Colour: the serving verdict under the comparison rule (docs/comparison_rule.md); error bars: the p10-p90 band "
+        "of the CUDA-graph replays.")
 
 
 @styled
@@ -31,8 +32,8 @@ def plot_serving_vs_tuner(verdicts: pd.DataFrame, *, op: str | None = None, ax: 
         op: only this op (one panel); default one panel per op, side by side.
         ax: draw into this Axes instead of a new figure; several ops share its place in the grid.
 
-    Points above y=1 held in serving; the colour is the serving verdict against the p10-p90
-    bands (error bars); each quadrant is labelled with its count and what it means.
+    Points above y=1 held in serving; the colour is the serving verdict under the comparison rule
+    (error bars: the p10-p90 band); each quadrant is labelled with its count and what it means.
     """
     require(verdicts, ("op", "at_bucket", "tuner_speedup", "serving_speedup", "serving_noise", "verdict"), "verdicts")
     v = verdicts[verdicts["at_bucket"].fillna(False).to_numpy(dtype=bool)]

@@ -14,7 +14,7 @@ from profkit.views._verify import plot_serving_vs_tuner
 from profkit.views.report import _text as T
 from profkit.views.report._page import FigureSpec, ReportContext, Section
 
-_HEADLINE = {"keep": "keep autotuning on", "skip": "skip it (tuning buys nothing beyond noise)",
+_HEADLINE = {"keep": "keep autotuning on", "skip": "skip it (no gain beyond noise and chance at the {basis})",
              "plan": "tune with the `profkit advise` plan", "failed": "tuning failed or did nothing",
              "unknown": "unknown from this data"}
 
@@ -30,7 +30,8 @@ def _rows(frame: pd.DataFrame, **where) -> pd.DataFrame:
 def verdict_line(row) -> str:
     """One op's verdict as one Markdown list item's text: recommendation, cost, what it bought, the plan."""
     r = row
-    parts = [f"**`{r.op}`: {_HEADLINE.get(r.recommendation, r.recommendation)}.**"]
+    basis = {"step": "model step", "serving": "serving"}.get(r.basis, str(r.basis))
+    parts = [f"**`{r.op}`: {_HEADLINE.get(r.recommendation, r.recommendation).format(basis=basis)}.**"]
     cost = []
     if not T.missing(r.call_s_min):
         cost.append(f"{T.seconds(r.call_s_min, r.call_s_max)} per tuning call ({T.count(r.buckets, 'bucket')}, "
@@ -49,7 +50,7 @@ def verdict_line(row) -> str:
     small = _small_sentence(r)
     if small:
         parts.append(small)
-    if isinstance(r.plan_decision, str) and r.recommendation in ("plan", "keep") and not T.missing(r.plan_planned_s):
+    if isinstance(r.plan_decision, str) and r.recommendation == "plan" and not T.missing(r.plan_planned_s):
         parts.append(f"Plan ({r.plan_decision}): {r.plan_tuned_buckets} of {r.plan_buckets} buckets in "
                      f"{T.seconds(r.plan_planned_s)} instead of {T.seconds(r.plan_full_s)}, expected cost "
                      f"{r.plan_cost_pct:+.2f}% per pass.")

@@ -104,7 +104,7 @@ def html_page(data, sections: Sequence[Section], pngs: Mapping[str, bytes], *, p
         for spec in s.figures:
             src = f"data:image/png;base64,{base64.b64encode(pngs[spec.name]).decode('ascii')}" \
                 if spec.name in pngs else ""
-            width = f" style='max-width:{int(widths[spec.name])}px'" if spec.name in widths else ""
+            width = f" style='max-width:min(100%,{int(widths[spec.name])}px)'" if spec.name in widths else ""
             body.append(f"<figure id='fig-{esc(spec.name)}'><h3>{esc(spec.title)}</h3>"
                         f"<img alt='{esc(spec.title)}' src='{src}'{width}><figcaption>{_html.inline(esc(spec.caption))}"
                         "</figcaption></figure>")
