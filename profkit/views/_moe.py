@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from profkit.analysis._frames import require
 from profkit.views._style import (ACCENT, NEUTRAL, SLOWER, add_note, categorical_bucket_axis, empty_axes,
-                                  log2_bucket_axis, styled)
+                                  log2_bucket_axis, run_label, styled)
 
 # The rows of the tactic grid: (column of tactic_parts, label).
 _PARTS = (("tile", "row tile (tokens/expert padded to)"), ("gemm1_tile", "GEMM1 tile (gather + SwiGLU)"),
@@ -76,9 +76,11 @@ def plot_moe_tactics(parts: pd.DataFrame, *, run_id: str | None = None, across_r
                  + (f", by at most {flips['spread_pct'].max():.1f}%" if len(flips) else ""))
     ax.set_title(title or "What the tuner picked per bucket, part by part")
     defaults = int(p["default"].fillna(False).sum())
-    note = f"run {p['run_id'].iloc[0]}" + (f"; {defaults} bucket(s) kept the default (bold)" if defaults else "")
+    run = run_label(p["run_id"].iloc[0])  # "" in the doc style: no run ids
+    note = "; ".join(x for x in (f"run {run}" if run else "",
+                                 f"{defaults} bucket(s) kept the default (bold)" if defaults else "") if x)
     if across_runs is not None:
-        note += "; bottom row: distinct picks over the repeated runs, and the slowest one's extra time"
+        note += ("; " if note else "") + "bottom row: distinct picks over the repeated runs, and the slowest one's extra time"
     add_note(ax, note, below_pt=32)
     return fig
 
