@@ -213,6 +213,14 @@ def plot_op_timings(between: pd.DataFrame, *, op: str | None = None, labels: Map
     return fig
 
 
+def step_change_keys() -> list[tuple[Line2D, str]]:
+    """The marker keys of :func:`plot_step_change` (for a legend shared by a grid of its panels)."""
+    return [(Line2D([], [], marker="o", linestyle="-", color="black"), "decode"),
+            (Line2D([], [], marker="s", linestyle=":", color="black"), "prefill (same colour)"),
+            (Line2D([], [], marker="o", linestyle="", color=SLOWER), "slower beyond noise"),
+            (Line2D([], [], linestyle="--", color="black"), "predicted from the capture (decode M)")]
+
+
 @styled
 def plot_step_change(measured: pd.DataFrame, *, predicted: pd.DataFrame | None = None, state: str = "tuned",
                      legend: bool = True, note: bool = True, title: str | None = None,
@@ -280,10 +288,9 @@ def plot_step_change(measured: pd.DataFrame, *, predicted: pd.DataFrame | None =
     ax.set_ylabel(f"step time change, {state}\nvs untuned (%); < 0 faster")
     ax.set_title("Does tuning pay off in a model step?" if title is None else title)
     handles, names = ax.get_legend_handles_labels()
-    handles += [Line2D([], [], marker="s", linestyle=":", color="black"),
-                Line2D([], [], marker="o", linestyle="", color=SLOWER),
-                Line2D([], [], linestyle="--", color="black")]
-    names += ["prefill (same colour)", "slower beyond noise", "predicted from the capture (decode M)"]
+    for handle, name in step_change_keys():
+        handles.append(handle)
+        names.append(name)
     if legend:
         ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small", borderaxespad=0)
     if note:

@@ -74,7 +74,7 @@ def _tactic_map_info(winners: pd.DataFrame, *, op: str | None = None, labels: Ma
         buckets.append(tuple(int(b) for b in g["bucket"]))
         pairs = tuple((str(r), str(t)) for r, t in zip(g["runner"], g["tactic"]))
         picks.append(pairs)
-        texts.append(tuple(compact_tactic(r, t) for r, t in pairs))
+        texts.append(_short_texts([compact_tactic(r, t) for r, t in pairs]))
         sp = g["_default"].to_numpy(dtype=float) / g["time_ms"].to_numpy(dtype=float)
         speedups.append(tuple(float(x) for x in sp))
         slow = g["slower_than_default"].fillna(False).to_numpy(dtype=bool) if "slower_than_default" in g else sp < 1
@@ -131,8 +131,23 @@ def _draw_tactic_map(info: TacticMapInfo, ax: Axes, *, legend: bool = True) -> N
     leg = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, 0.0), bbox_transform=below,
                     ncol=len(handles), fontsize=7, handlelength=1.2, borderaxespad=0, columnspacing=1.2,
                     title=("colour = runner; shade and cell text = tactic ('#3' heuristic index, 'e0/c12' cuDNN "
-                           "engine 0, KERNEL_CFG 12)" + (f"\n{note}" if note else "")), title_fontsize=6.5)
+                           "engine 0, KERNEL_CFG 12; T1, T2: long tactics, numbered within their row)"
+                           + ("\n" + note.replace("; ", "\n") if note else "")), title_fontsize=6.5)
     leg._legend_box.align = "left"
+
+
+_CELL_CHARS = 9  # longer tactic labels (e.g. the fused MoE's tile tuples) do not fit a cell
+
+
+def _short_texts(texts: list[str]) -> tuple[str, ...]:
+    """Cell labels that fit: a label too long for a cell becomes T1, T2, ... (same tactic, same label) within its row."""
+    index: dict[str, str] = {}
+    out = []
+    for text in texts:
+        if len(text) > _CELL_CHARS:
+            text = index.setdefault(text, f"T{len(index) + 1}")
+        out.append(text)
+    return tuple(out)
 
 
 def _ink(rgba) -> str:
@@ -175,6 +190,8 @@ def plot_tactic_map(winners: pd.DataFrame, *, op: str | None = None, labels: Map
     if info.dropped_runs:
         warnings.warn(f"{info.dropped_runs} further run(s) of the same op and shape were not drawn: the map "
                       "shows the first run_id of each; compare runs with plot_winner_flips", stacklevel=3)
-    fig, ax = figure_and_axes(ax, figsize=(10.0, 1.5 + 0.3 * max(len(info.rows), 1) + (0.5 if legend else 0)))
+    # Room for the row labels beside 20 readable cells: the width grows with the longest label.
+    width = max(10.0, 7.5 + 0.065 * max((len(r) for r in info.rows), default=0))
+    fig, ax = figure_and_axes(ax, figsize=(width, 1.5 + 0.3 * max(len(info.rows), 1) + (0.5 if legend else 0)))
     _draw_tactic_map(info, ax, legend=legend)
     return fig

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from profkit.views._candidates import plot_candidates
 from profkit.views._compare import plot_diff, plot_rank_divergence, plot_winner_flips
-from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_change
+from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_change, step_change_keys
 from profkit.views._speedup import plot_speedup
 from profkit.views._step import STATE_ORDER
 from profkit.views._tactic_map import plot_tactic_map
@@ -162,7 +162,7 @@ def step_section(ctx: ReportContext) -> Section | None:
                                   f, predicted=r.step_predicted, legend=False, note=False, title=title, ax=ax),
                               labels={}, block="model", panel="dtype", log2_ticks=None,
                               xlabel="tokens per step (decode batch / prefill chunk)",
-                              ylabel="step time change, tuned vs untuned (%)"))]
+                              ylabel="step time change, tuned vs untuned (%)", keys=step_change_keys()))]
     for (model, dtype), rows in r.step_rows.groupby(["model", "dtype"], sort=True):
         states = ", ".join(s for s in STATE_ORDER if (rows["state"] == s).any())
         figures.append(FigureSpec(

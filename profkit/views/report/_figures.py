@@ -34,7 +34,7 @@ def per_op(frame: pd.DataFrame, draw: Callable) -> Figure:
 @_style.styled
 def small_multiples(frame: pd.DataFrame, draw: Callable, *, labels: Mapping[str, str], block: str = "op",
                     panel: str = "shape", ncols: int = 5, xlabel: str = "", ylabel: str = "", note: str = "",
-                    log2_ticks: tuple[int, ...] | None = (1, 16, 256, 4096)) -> Figure:
+                    log2_ticks: tuple[int, ...] | None = (1, 16, 256, 4096), keys=()) -> Figure:
     """Per ``block`` value (op), a grid of small panels, one per ``panel`` value (shape), sharing axes.
 
     Each panel is drawn by ``draw(rows_of_one_panel, ax, title)``: a ``plot_*`` called with
@@ -74,6 +74,8 @@ def small_multiples(frame: pd.DataFrame, draw: Callable, *, labels: Mapping[str,
             ax.label_outer()
         sub.supxlabel(xlabel, fontsize="x-small")
     fig.supylabel(ylabel, fontsize="x-small")
+    for handle, name in keys:
+        legend.setdefault(name, handle)
     if legend:
         fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=min(len(legend), 4),
                    fontsize="x-small", title=note or None, title_fontsize="x-small")
