@@ -1,6 +1,6 @@
 """Time profkit advise (and the report built on it) as captures grow: 25 ops beside hundreds.
 
-    .venv/bin/python benchmarks/bench_advise_scale.py [--report]
+    .venv/bin/python benchmarks/bench_advise_scale.py [--report] [--cases "25 ops" "50 processes"]
 
 Each case copies a real H200 capture (``data/h200/step/llama3-8b-fp8/capture``: fp8_gemm, 4
 shapes x 20 buckets, 1,631 candidates) under new op names and run ids, as captures of many ops
@@ -14,10 +14,13 @@ or many processes look:
 
 Per case it prints, side by side: ``advise`` (one plan), ``budget_frontier`` (the five other
 budgets, reusing the plan's costs and gains), the ``profkit advise`` command end to end (load,
-plan, write the five files), and the report's advise section (plan, budgets, its figure drawn
-as PNG, its tables as Markdown: what ``profkit report`` spends on advise). ``--report`` adds
-``profkit report`` of a folder holding the capture, every section (figures as PNG), which also
-times the report's other sections. Seconds, wall clock, one run each.
+plan, write the five files), the report's advise section (plan, budgets, its figure drawn
+as PNG, its tables as Markdown: what ``profkit report`` spends on advise) and the comparisons the
+report runs on every capture (``winner_stability`` priced on the candidates, ``rank_divergence``;
+``winner_stability`` once took 4 ms per bucket: 75 s for the 50-process capture). ``--report``
+adds ``profkit report`` of a folder holding the capture, every section (figures as PNG), which
+also times the report's other sections, and a last line with the report's seconds for the 25-op
+case beside the 50-process case. Seconds, wall clock, one run each.
 """
 
 from __future__ import annotations
@@ -34,11 +37,16 @@ import pandas as pd
 
 import profkit
 from profkit import schema
+from profkit.analysis import rank_divergence, winner_stability, winners
 from profkit.analysis.advise import advise, budget_frontier
 from profkit.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "data" / "h200" / "step" / "llama3-8b-fp8" / "capture"
+
+
+CASES = {"25 ops": {"processes": 1, "ops": 25}, "263 ops": {"processes": 1, "ops": 263},
+         "50 processes": {"processes": 50, "ops": 5}}
 
 
 def copies(base: schema.Tables, *, processes: int, ops: int) -> list[schema.Tables]:
@@ -93,11 +101,23 @@ def measure(name: str, parts: list[schema.Tables], work: Path, report: bool) -> 
     row["advise_s"] = timed(plan_once)
     row["frontier_s"] = timed(lambda: budget_frontier(plan))
     row["report_section_s"] = timed(lambda: report_section(tables))
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    decided = winners(tables.candidates)
+    row["stability_s"] = timed(lambda: winner_stability(decided, candidates=tables.candidates))
+    row["ranks_s"] = timed(lambda: rank_divergence(tables.candidates))
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
         row["advise_cmd_s"] = timed(lambda: main(["advise", str(folder), "--out", str(work / f"{name}-plan")]))
         if report:
             out = work / f"{name}-report"
-            row["report_cmd_s"] = timed(lambda: main(["report", str(folder.parent), "--out", str(out), "--formats", "png"]))
+            code = 0
+
+            def report_once():
+                nonlocal code
+                code = main(["report", str(folder.parent), "--out", str(out), "--formats", "png"])
+
+            row["report_cmd_s"] = timed(report_once)
+    if report and code:
+        row["report_cmd_s"] = float("nan")
+        print(f"{name}: profkit report exited {code}: {err.getvalue().strip().splitlines()[-1:]}")
     return row
 
 
@@ -105,17 +125,24 @@ def main_(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--report", action="store_true",
                         help="also time `profkit report` of each case (all sections, not only advise's)")
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES), metavar="CASE",
+                        help=f"cases to time (default all: {', '.join(map(repr, CASES))})")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     base = profkit.load(BASE)
-    cases = {"25 ops": copies(base, processes=1, ops=25), "263 ops": copies(base, processes=1, ops=263),
-             "50 processes": copies(base, processes=50, ops=5)}
+    cases = {name: copies(base, **CASES[name]) for name in CASES if name in args.cases}
     with tempfile.TemporaryDirectory() as tmp:
         rows = [measure(name, parts, Path(tmp), args.report) for name, parts in cases.items()]
     shown = [{k: (f"{v:,.2f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else v)
               for k, v in row.items()} for row in rows]
     print(pd.DataFrame(shown).set_index("case").T.to_string())
-    print("seconds, wall clock, one run each; advise_cmd_s = `profkit advise` (load, plan once, write the files)")
+    print("seconds, wall clock, one run each; advise_cmd_s = `profkit advise` (load, plan once, write the files); "
+          "stability_s, ranks_s = winner_stability (priced), rank_divergence of the case's winners")
+    seconds = {row["case"]: row.get("report_cmd_s") for row in rows}
+    if args.report and {"25 ops", "50 processes"} <= seconds.keys():
+        small, large = seconds["25 ops"], seconds["50 processes"]
+        print(f"profkit report: {small:,.1f} s for 25 ops (1 process), {large:,.1f} s for 50 processes x 5 ops "
+              f"({large / small:,.1f}x the 25-op report)")
     return 0
 
 

@@ -228,6 +228,155 @@ def test_diff_winners_changes_and_cost():
         analysis.diff_winners(pd.concat([a, a.assign(run_id="r9")]), b)
 
 
+# -- the vectorised comparisons give what their per-group loops gave -------------------------------
+# winner_stability, rank_divergence and diff_winners' pricing once looped in Python per bucket (4 ms
+# each: minutes for a capture of 250 ops); these loops are the old code, kept as the reference.
+def _loop_regret(rows, prices):
+    if prices is None or len(rows) < 2:
+        return (np.nan, np.nan) if prices is None else (0.0, 0.0)
+    picks = list(rows[["runner", "tactic"]].drop_duplicates().itertuples(index=False))
+    worst_pct, worst_us = 0.0, 0.0
+    for row in rows.itertuples(index=False):
+        for runner, tactic in picks:
+            t = prices.get((row.run_id, row.op, row.profile, runner, tactic), np.nan)
+            if np.isfinite(t) and np.isfinite(row.time_ms) and row.time_ms > 0:
+                worst_pct = max(worst_pct, 100.0 * (t / row.time_ms - 1.0))
+                worst_us = max(worst_us, 1000.0 * (t - row.time_ms))
+    return worst_pct, worst_us
+
+
+def _loop_verdict(regret_pct, rows):
+    from profkit.analysis.decisions import tuner_ratio_sd
+    from profkit.analysis.verdict import compare_values
+
+    if not np.isfinite(regret_pct):
+        return pd.NA, np.nan
+    sd = tuner_ratio_sd(rows)
+    rule = compare_values([1.0 + regret_pct / 100.0], [1.0],
+                          ratio_sd=float(np.nanmax(sd)) if np.isfinite(sd).any() else np.nan).iloc[0]
+    return str(rule["verdict"]), float(rule["detectable"])
+
+
+def _loop_stability(winners, candidates=None):
+    from profkit.analysis import compare
+
+    w = compare._as_winners(winners, "winners").sort_values(["run_id"], kind="stable")
+    prices = compare._price_table(candidates)
+    rows = []
+    for key, group in w.groupby(compare._KEY, dropna=False, observed=True, sort=False):
+        labels = list(zip(group["runner"].astype(str), group["tactic"].astype(str)))
+        counts: dict = {}
+        for label in labels:
+            counts[label] = counts.get(label, 0) + 1
+        modal = max(counts, key=lambda k: (counts[k], -labels.index(k)))
+        n = len(labels)
+        times = group["time_ms"].to_numpy(dtype=float)
+        finite = times[np.isfinite(times)]
+        band = group["noise_pct"].to_numpy(dtype=float)
+        regret_pct, regret_us = _loop_regret(group, prices)
+        verdict, detectable = _loop_verdict(regret_pct, group)
+        rows.append({
+            **dict(zip(compare._KEY, key)), "n_tunings": n, "n_distinct": len(counts), "modal_runner": modal[0],
+            "modal_tactic": modal[1], "modal_share": counts[modal] / n,
+            "flip_rate": 1.0 - sum(c * (c - 1) for c in counts.values()) / (n * (n - 1)) if n >= 2 else np.nan,
+            "winners": "; ".join(f"{r}:{t} x{c}" for (r, t), c in sorted(counts.items(), key=lambda kv: -kv[1])),
+            "spread_pct": 100.0 * (finite.max() / finite.min() - 1.0) if len(finite) >= 2 else np.nan,
+            "regret_pct": regret_pct, "regret_us": regret_us,
+            "noise_pct": float(np.nanmax(band)) if np.isfinite(band).any() else analysis.DEFAULT_NOISE_PCT,
+            "within_noise": verdict != "slower" if verdict is not pd.NA else pd.NA, "verdict": verdict,
+            "detectable": detectable})
+    out = schema.conform_columns(pd.DataFrame(rows), compare.STABILITY_COLUMNS)
+    return out.sort_values(["op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
+
+
+def _loop_ranks(candidates, noise=None):
+    from profkit.analysis import compare
+
+    ranked = candidates[candidates["rank"].notna().to_numpy(dtype=bool)]
+    w = analysis.winners(ranked, noise=noise)
+    prices = compare._price_table(ranked)
+    rows = []
+    for key, group in w.groupby(compare._KEY, dropna=False, observed=True, sort=False):
+        ranks = sorted(int(r) for r in group["rank"].dropna().unique())
+        if len(ranks) < 2:
+            continue
+        group = group.sort_values(["rank", "run_id"], kind="stable")
+        picks = set(zip(group["runner"].astype(str), group["tactic"].astype(str)))
+        regret_pct, regret_us = _loop_regret(group, prices)
+        verdict, detectable = _loop_verdict(regret_pct, group)
+        rows.append({
+            **dict(zip(compare._KEY, key)), "ranks": ",".join(map(str, ranks)), "n_ranks": len(ranks),
+            "n_distinct": len(picks), "agree": len(picks) == 1,
+            "winners": " | ".join(f"{int(r)}: {ru}:{t}" for r, ru, t in
+                                  zip(group["rank"], group["runner"], group["tactic"])),
+            "regret_pct": regret_pct, "regret_us": regret_us, "noise_pct": float(group["noise_pct"].max()),
+            "within_noise": verdict != "slower" if verdict is not pd.NA else pd.NA, "verdict": verdict,
+            "detectable": detectable})
+    out = schema.conform_columns(pd.DataFrame(rows), compare.RANK_COLUMNS)
+    return out.sort_values(["op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
+
+
+def awkward_winners() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Decisions with count ties, runs out of order, NA buckets and runners, inf and zero times, unpriced picks."""
+    s = lambda *v: pd.array(v, dtype="string")  # noqa: E731
+    w = pd.DataFrame({
+        "run_id": s("r3", "r1", "r2", "r4", "r1", "r2", "r1", "r2", "r1", "r2", "r3"),
+        "op": s(*["gemm"] * 11),
+        "profile": s(P8, P8, P8, P8, P16, P16, P8, P8, P16, P16, P16),
+        "bucket": pd.array([8, 8, 8, 8, 16, 16, None, None, 16, 16, 16], dtype="Int64"),
+        "shape": s(*["N=32 K=64"] * 6, None, None, "x", "x", "x"),
+        "runner": s("B", "A", "B", "A", "A", "A", "A", None, "A", "A", "B"),
+        "tactic": s("1", "0", "1", "0", "0", "1", "0", "0", "0", "0", "2"),
+        "time_ms": [0.010, 0.011, np.inf, 0.0105, 0.020, 0.0, 0.5, 0.4, np.nan, 0.03, 0.031],
+        "noise_pct": [1.0, np.nan, 3.0, 0.5, np.nan, np.nan, 2.0, 1.0, 4.0, np.nan, 2.5],
+        "noise_source": s("repeats", None, "repeats", "threshold", None, None, "repeats", "repeats",
+                          "repeats", "threshold", "repeats"),
+    })
+    c = cands(*[{"run_id": r, "profile": p, "runner": ru, "tactic": t, "time_ms": ms} for r, p, ru, t, ms in (
+        ("r1", P8, "A", "0", 0.011), ("r1", P8, "B", "1", 0.0108), ("r2", P8, "A", "0", 0.0100),
+        ("r3", P8, "A", "0", 0.0125), ("r3", P8, "B", "1", 0.010), ("r4", P8, "B", "1", np.inf),
+        ("r2", P16, "A", "0", 0.019), ("r1", P16, "A", "1", 0.025), ("r2", P16, "B", "2", 0.02),
+        ("r3", P16, "A", "0", 0.05), ("r3", P16, "A", "0", 0.04))])
+    return w, c
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # the loop's spread over a zero time
+@pytest.mark.parametrize("priced", [True, False])
+def test_winner_stability_equals_the_loop_on_awkward_rows(priced):
+    w, c = awkward_winners()
+    c = c if priced else None
+    got = analysis.winner_stability(w, candidates=c)
+    pd.testing.assert_frame_equal(got, _loop_stability(w, c), check_exact=True)
+    assert got["winners"].iloc[0] == "A:0 x2; B:1 x2"  # a tie: the first in run order leads
+    assert got["modal_runner"].iloc[0] == "A"
+
+
+def test_winner_stability_and_rank_divergence_equal_the_loops_on_shipped_repeats(repeats):
+    c = repeats.candidates
+    w = analysis.winners(c)
+    for got, want in ((analysis.winner_stability(w, candidates=c), _loop_stability(w, c)),
+                      (analysis.winner_stability(repeats.winners, candidates=c), _loop_stability(repeats.winners, c)),
+                      (analysis.rank_divergence(c), _loop_ranks(c))):
+        assert len(got) >= 40
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+
+
+def test_diff_winners_prices_equal_lookups_one_by_one():
+    w, c = awkward_winners()
+    a = w[w["run_id"] == "r1"].drop_duplicates(["op", "profile"])
+    b = w[w["run_id"] == "r2"].drop_duplicates(["op", "profile"])
+    d = analysis.diff_winners(a, b, candidates=c)
+    per_pick = c.groupby(["run_id", "op", "profile", "runner", "tactic"], observed=True)["time_ms"].min()
+    per_pick = per_pick[np.isfinite(per_pick)].groupby(level=["op", "profile", "runner", "tactic"]).mean()
+    for row in d.itertuples():
+        ta = per_pick.get((row.op, row.profile, row.runner_a, row.tactic_a), np.nan)
+        tb = per_pick.get((row.op, row.profile, row.runner_b, row.tactic_b), np.nan)
+        priced = row.change not in ("only_a", "only_b") and np.isfinite(ta) and np.isfinite(tb)
+        assert (row.priced_on == "candidates") == priced
+        if priced:
+            assert row.cost_us == 1000.0 * (tb - ta)
+
+
 def serving_pair():
     common = {"engine": "sglang", "max_concurrency": 512, "successful_requests": 2560,
               "total_input_tokens": 2621440, "total_output_tokens": 2621440}

@@ -72,10 +72,33 @@ def group_ids(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
     if frame.empty:
         return np.zeros(0, dtype=np.int64)
     codes = [pd.factorize(frame[k], use_na_sentinel=False)[0] for k in keys]
-    combined = codes[0].astype(np.int64)
+    combined = pd.factorize(codes[0].astype(np.int64))[0]
     for c in codes[1:]:
-        combined = combined * (int(c.max()) + 1) + c
-    return pd.factorize(combined)[0]
+        # Dense codes again after each key, so the product stays far below 2**63 however many keys.
+        combined = pd.factorize(combined * (int(c.max()) + 1) + c)[0]
+    return combined
+
+
+def max_by(values: np.ndarray, gid: np.ndarray, n_groups: int) -> np.ndarray:
+    """Largest non-NaN value per group id (``np.nanmax`` of each group); NaN where a group has none."""
+    values = np.asarray(values, dtype=float)
+    keep = ~np.isnan(values)
+    top = np.full(n_groups, -np.inf)
+    np.maximum.at(top, gid[keep], values[keep])
+    return np.where(np.bincount(gid[keep], minlength=n_groups) > 0, top, np.nan)
+
+
+def any_by(flags: np.ndarray, gid: np.ndarray, n_groups: int) -> np.ndarray:
+    """True per group id where any of its rows' ``flags`` is True."""
+    return np.bincount(gid[np.asarray(flags, dtype=bool)], minlength=n_groups) > 0
+
+
+def join_by(texts: Sequence[str], gid: np.ndarray, n_groups: int, sep: str) -> list[str]:
+    """``sep.join`` of each group's texts, in row order; one string per group id ("" for a group without rows)."""
+    order = np.argsort(gid, kind="stable")
+    bounds = np.searchsorted(gid[order], np.arange(n_groups + 1))
+    ordered = [texts[i] for i in order]
+    return [sep.join(ordered[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 # -- shapes ------------------------------------------------------------------------------------

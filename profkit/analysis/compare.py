@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profkit.analysis._frames import DEFAULT_NOISE_PCT, conform_columns, empty, flashinfer_rows, require, shapes_of
+from profkit.analysis._frames import (DEFAULT_NOISE_PCT, any_by, conform_columns, empty, flashinfer_rows,
+                                      group_ids, join_by, max_by, require, shapes_of)
 from profkit.analysis.decisions import tuner_ratio_sd
 from profkit.analysis.decisions import winners as _winners
 from profkit.analysis.verdict import compare_values
@@ -59,35 +60,58 @@ def _price_table(candidates: pd.DataFrame | None) -> pd.Series | None:
     return c.groupby(keys, observed=True)["time_ms"].min()
 
 
-def _regret(rows: pd.DataFrame, prices: pd.Series | None) -> tuple[float, float]:
-    """Worst loss (percent, us) of running another row's winner in a row's own run; NaN if unpriced."""
-    if prices is None or len(rows) < 2:
-        return (np.nan, np.nan) if prices is None else (0.0, 0.0)
-    picks = rows[["runner", "tactic"]].drop_duplicates().itertuples(index=False)
-    picks = list(picks)
-    worst_pct, worst_us = 0.0, 0.0
-    for row in rows.itertuples(index=False):
-        best = row.time_ms
-        for runner, tactic in picks:
-            t = prices.get((row.run_id, row.op, row.profile, runner, tactic), np.nan)
-            if np.isfinite(t) and np.isfinite(best) and best > 0:
-                worst_pct = max(worst_pct, 100.0 * (t / best - 1.0))
-                worst_us = max(worst_us, 1000.0 * (t - best))
+def _regret(w: pd.DataFrame, gid: np.ndarray, n_groups: int,
+            prices: pd.Series | None) -> tuple[np.ndarray, np.ndarray]:
+    """Worst loss (percent, us) per group of running another row's winner in a row's own run; NaN if unpriced.
+
+    Every row of a group is priced with every distinct (runner, tactic) of its group, on its own
+    (run_id, op, profile); the worst finite loss counts, 0 when none is worse or the group has one row.
+    """
+    if prices is None:
+        return np.full(n_groups, np.nan), np.full(n_groups, np.nan)
+    worst_pct, worst_us = np.zeros(n_groups), np.zeros(n_groups)
+    rows = np.flatnonzero(np.bincount(gid, minlength=n_groups)[gid] >= 2)
+    if not len(rows) or prices.empty:
+        return worst_pct, worst_us
+    pick = group_ids(w.iloc[rows], ["runner", "tactic"])
+    # One row per (group, distinct pick), crossed with the group's rows.
+    picks = pd.DataFrame({"g": gid[rows], "p": pick, "at": rows}).drop_duplicates(["g", "p"])
+    cross = pd.DataFrame({"g": gid[rows], "row": rows}).merge(picks[["g", "at"]], on="g", sort=False)
+    row, at, g = (cross[c].to_numpy() for c in ("row", "at", "g"))
+    asked = pd.MultiIndex.from_arrays([w["run_id"].take(row), w["op"].take(row), w["profile"].take(row),
+                                       w["runner"].take(at), w["tactic"].take(at)])
+    found = prices.index.get_indexer(asked)
+    t = np.where(found >= 0, prices.to_numpy(dtype=float)[np.maximum(found, 0)], np.nan)
+    best = w["time_ms"].to_numpy(dtype=float, na_value=np.nan)[row]
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(t) & np.isfinite(best) & (best > 0)
+    np.maximum.at(worst_pct, g[ok], 100.0 * (t[ok] / best[ok] - 1.0))
+    np.maximum.at(worst_us, g[ok], 1000.0 * (t[ok] - best[ok]))
     return worst_pct, worst_us
 
 
-def _flip_verdict(regret_pct: float, tunings: pd.DataFrame):
-    """The rule's verdict on a flip's worst regret, with the widest repeats-measured spread of its tunings.
+def _flip_verdict(regret_pct: np.ndarray, w: pd.DataFrame, gid: np.ndarray,
+                  n_groups: int) -> tuple[pd.arrays.StringArray, np.ndarray]:
+    """The rule's verdict on each group's worst regret, with the widest repeats-measured spread of its tunings.
 
     The regret compares two timings of one run (another run's winner against the run's own), so
     its spread is that of a ratio of two tuner timings (:func:`profkit.analysis.decisions.tuner_ratio_sd`).
     """
-    if not np.isfinite(regret_pct):
-        return pd.NA, np.nan
-    sd = tuner_ratio_sd(tunings)
-    spread = float(np.nanmax(sd)) if np.isfinite(sd).any() else np.nan
-    rule = compare_values([1.0 + regret_pct / 100.0], [1.0], ratio_sd=spread).iloc[0]
-    return str(rule["verdict"]), float(rule["detectable"])
+    sd = tuner_ratio_sd(w)
+    spread = np.where(any_by(np.isfinite(sd), gid, n_groups), max_by(sd, gid, n_groups), np.nan)
+    verdict = pd.array([pd.NA] * n_groups, dtype="string")
+    detectable = np.full(n_groups, np.nan)
+    ok = np.isfinite(regret_pct)
+    if ok.any():
+        rule = compare_values(1.0 + regret_pct[ok] / 100.0, np.ones(int(ok.sum())), ratio_sd=spread[ok])
+        verdict[ok] = rule["verdict"].to_numpy()
+        detectable[ok] = rule["detectable"].to_numpy(dtype=float)
+    return verdict, detectable
+
+
+def _within_noise(verdict: pd.arrays.StringArray) -> pd.arrays.BooleanArray:
+    """Not slower; NA where there is no verdict."""
+    return pd.array(verdict != "slower", dtype="boolean")
 
 
 def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -119,33 +143,44 @@ def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None =
     if w.empty:
         return empty(STABILITY_COLUMNS)
     prices = _price_table(candidates)
-    w = w.sort_values(["run_id"], kind="stable")
-    rows = []
-    for key, group in w.groupby(_KEY, dropna=False, observed=True, sort=False):
-        labels = list(zip(group["runner"].astype(str), group["tactic"].astype(str)))
-        counts: dict = {}
-        for label in labels:
-            counts[label] = counts.get(label, 0) + 1
-        modal = max(counts, key=lambda k: (counts[k], -labels.index(k)))
-        n = len(labels)
-        agree_pairs = sum(c * (c - 1) for c in counts.values())
-        times = group["time_ms"].to_numpy(dtype=float)
-        finite = times[np.isfinite(times)]
-        regret_pct, regret_us = _regret(group, prices)
-        band = group["noise_pct"].to_numpy(dtype=float)
-        noise_pct = float(np.nanmax(band)) if np.isfinite(band).any() else DEFAULT_NOISE_PCT
-        verdict, detectable = _flip_verdict(regret_pct, group)
-        rows.append({
-            **dict(zip(_KEY, key)), "n_tunings": n, "n_distinct": len(counts), "modal_runner": modal[0],
-            "modal_tactic": modal[1], "modal_share": counts[modal] / n,
-            "flip_rate": 1.0 - agree_pairs / (n * (n - 1)) if n >= 2 else np.nan,
-            "winners": "; ".join(f"{r}:{t} x{c}" for (r, t), c in sorted(counts.items(), key=lambda kv: -kv[1])),
-            "spread_pct": 100.0 * (finite.max() / finite.min() - 1.0) if len(finite) >= 2 else np.nan,
-            "regret_pct": regret_pct, "regret_us": regret_us, "noise_pct": noise_pct,
-            "within_noise": verdict != "slower" if verdict is not pd.NA else pd.NA, "verdict": verdict,
-            "detectable": detectable,
-        })
-    out = conform_columns(pd.DataFrame(rows), STABILITY_COLUMNS)
+    w = w.sort_values(["run_id"], kind="stable").reset_index(drop=True)
+    gid = group_ids(w, _KEY)
+    n_groups = int(gid.max()) + 1
+    n = np.bincount(gid, minlength=n_groups)
+    # Winners are counted as their text, as the winners column shows them; rows are in run order.
+    runner, tactic = w["runner"].astype(str), w["tactic"].astype(str)
+    label = group_ids(pd.DataFrame({"runner": runner, "tactic": tactic}), ["runner", "tactic"])
+    pair = group_ids(pd.DataFrame({"g": gid, "label": label}), ["g", "label"])
+    pair_first = np.unique(pair, return_index=True)[1]
+    pair_count = np.bincount(pair)
+    pair_gid = gid[pair_first]
+    # Each group's distinct winners, most frequent first, ties in order of first appearance.
+    ranked = np.lexsort((pair_first, -pair_count, pair_gid))
+    modal = ranked[np.r_[True, pair_gid[ranked][1:] != pair_gid[ranked][:-1]]]
+    texts = [f"{r}:{t} x{c}" for r, t, c in zip(runner.take(pair_first[ranked]), tactic.take(pair_first[ranked]),
+                                                 pair_count[ranked])]
+    agree_pairs = np.bincount(pair_gid, weights=pair_count * (pair_count - 1), minlength=n_groups)
+    times = w["time_ms"].to_numpy(dtype=float, na_value=np.nan)
+    finite = np.isfinite(times)
+    n_finite = np.bincount(gid[finite], minlength=n_groups)
+    top = max_by(np.where(finite, times, np.nan), gid, n_groups)
+    bottom = -max_by(np.where(finite, -times, np.nan), gid, n_groups)
+    regret_pct, regret_us = _regret(w, gid, n_groups, prices)
+    band = w["noise_pct"].to_numpy(dtype=float, na_value=np.nan)
+    noise_pct = np.where(any_by(np.isfinite(band), gid, n_groups), max_by(band, gid, n_groups), DEFAULT_NOISE_PCT)
+    verdict, detectable = _flip_verdict(regret_pct, w, gid, n_groups)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = w[_KEY].take(np.unique(gid, return_index=True)[1]).reset_index(drop=True).assign(
+            n_tunings=n, n_distinct=np.bincount(pair_gid, minlength=n_groups),
+            modal_runner=runner.take(pair_first[modal]).to_numpy(),
+            modal_tactic=tactic.take(pair_first[modal]).to_numpy(),
+            modal_share=pair_count[modal] / n,
+            flip_rate=np.where(n >= 2, 1.0 - agree_pairs / (n * (n - 1)), np.nan),
+            winners=join_by(texts, pair_gid[ranked], n_groups, "; "),
+            spread_pct=np.where(n_finite >= 2, 100.0 * (top / bottom - 1.0), np.nan),
+            regret_pct=regret_pct, regret_us=regret_us, noise_pct=noise_pct, within_noise=_within_noise(verdict),
+            verdict=verdict, detectable=detectable)
+    out = conform_columns(out, STABILITY_COLUMNS)
     return out.sort_values(["op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
 
 
@@ -203,13 +238,13 @@ def diff_winners(a: pd.DataFrame, b: pd.DataFrame, *, candidates: pd.DataFrame |
     priced = np.full(len(joined), "", dtype=object)
     if prices is not None:
         per_pick = prices.groupby(level=["op", "profile", "runner", "tactic"]).mean()
-        for i, row in enumerate(joined.itertuples(index=False)):
-            if not both.iloc[i]:
-                continue
-            ta = per_pick.get((row.op, row.profile, row.runner_a, row.tactic_a), np.nan)
-            tb = per_pick.get((row.op, row.profile, row.runner_b, row.tactic_b), np.nan)
-            if np.isfinite(ta) and np.isfinite(tb):
-                cost_a[i], cost_b[i], priced[i] = ta, tb, "candidates"
+        mean = per_pick.to_numpy(dtype=float)
+        ta, tb = (np.where(found >= 0, mean[np.maximum(found, 0)], np.nan) for found in (
+            per_pick.index.get_indexer(pd.MultiIndex.from_arrays(
+                [joined["op"], joined["profile"], joined[f"runner_{side}"], joined[f"tactic_{side}"]]))
+            for side in ("a", "b")))
+        hit = both.to_numpy() & np.isfinite(ta) & np.isfinite(tb)
+        cost_a[hit], cost_b[hit], priced[hit] = ta[hit], tb[hit], "candidates"
     own_a = joined["time_ms_a"].to_numpy(dtype=float)
     own_b = joined["time_ms_b"].to_numpy(dtype=float)
     use_own = (priced == "") & both.to_numpy() & np.isfinite(own_a) & np.isfinite(own_b)
@@ -255,29 +290,34 @@ def rank_divergence(candidates: pd.DataFrame, *, noise: pd.DataFrame | None = No
     if ranked.empty or ranked["rank"].nunique() < 2:
         return empty(RANK_COLUMNS)
     w = _winners(ranked, noise=noise, rel_threshold=rel_threshold)
-    prices = _price_table(ranked)
-    rows = []
-    for key, group in w.groupby(_KEY, dropna=False, observed=True, sort=False):
-        ranks = sorted(int(r) for r in group["rank"].dropna().unique())
-        if len(ranks) < 2:
-            continue
-        group = group.sort_values(["rank", "run_id"], kind="stable")
-        picks = {(r, t) for r, t in zip(group["runner"].astype(str), group["tactic"].astype(str))}
-        regret_pct, regret_us = _regret(group, prices)
-        noise_pct = float(group["noise_pct"].max())
-        verdict, detectable = _flip_verdict(regret_pct, group)
-        rows.append({
-            **dict(zip(_KEY, key)), "ranks": ",".join(map(str, ranks)), "n_ranks": len(ranks),
-            "n_distinct": len(picks), "agree": len(picks) == 1,
-            "winners": " | ".join(f"{int(r)}: {ru}:{t}" for r, ru, t in
-                                  zip(group["rank"], group["runner"], group["tactic"])),
-            "regret_pct": regret_pct, "regret_us": regret_us, "noise_pct": noise_pct,
-            "within_noise": verdict != "slower" if verdict is not pd.NA else pd.NA, "verdict": verdict,
-            "detectable": detectable,
-        })
-    if not rows:
+    w = w[w["rank"].notna().to_numpy(dtype=bool)]
+    if w.empty:
         return empty(RANK_COLUMNS)
-    out = conform_columns(pd.DataFrame(rows), RANK_COLUMNS)
+    prices = _price_table(ranked)
+    gid = group_ids(w, _KEY)
+    w = w.assign(_g=gid).sort_values(["_g", "rank", "run_id"], kind="stable").reset_index(drop=True)
+    gid = w.pop("_g").to_numpy()
+    n_groups = int(gid.max()) + 1
+    rank = w["rank"].to_numpy(dtype=np.int64)
+    # Distinct ranks per group, ascending (rows are sorted by rank within a group).
+    new_rank = np.r_[True, (gid[1:] != gid[:-1]) | (rank[1:] != rank[:-1])]
+    n_ranks = np.bincount(gid[new_rank], minlength=n_groups)
+    ranks = join_by([str(r) for r in rank[new_rank]], gid[new_rank], n_groups, ",")
+    label = group_ids(pd.DataFrame({"r": w["runner"].astype(str), "t": w["tactic"].astype(str)}), ["r", "t"])
+    pair = group_ids(pd.DataFrame({"g": gid, "label": label}), ["g", "label"])
+    n_distinct = np.bincount(gid[np.unique(pair, return_index=True)[1]], minlength=n_groups)
+    texts = [f"{int(r)}: {ru}:{t}" for r, ru, t in zip(w["rank"], w["runner"], w["tactic"])]
+    regret_pct, regret_us = _regret(w, gid, n_groups, prices)
+    verdict, detectable = _flip_verdict(regret_pct, w, gid, n_groups)
+    out = w[_KEY].take(np.unique(gid, return_index=True)[1]).reset_index(drop=True).assign(
+        ranks=ranks, n_ranks=n_ranks, n_distinct=n_distinct, agree=n_distinct == 1,
+        winners=join_by(texts, gid, n_groups, " | "), regret_pct=regret_pct, regret_us=regret_us,
+        noise_pct=max_by(w["noise_pct"].to_numpy(dtype=float, na_value=np.nan), gid, n_groups),
+        within_noise=_within_noise(verdict), verdict=verdict, detectable=detectable)
+    out = out[n_ranks >= 2]
+    if out.empty:
+        return empty(RANK_COLUMNS)
+    out = conform_columns(out, RANK_COLUMNS)
     return out.sort_values(["op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
 
 
