@@ -224,7 +224,8 @@ def timings_of(frame, op_column: str = "op", timing_column: str = "timing") -> d
 
 
 def add_note(ax: Axes, text: str, *, below_pt: float = 30) -> None:
-    """A small grey note ``below_pt`` points under the axes (timing method, caveats)."""
+    """A small grey note ``below_pt`` points under the axes (timing method, caveats); further down with larger type."""
+    below_pt *= float(current_style().rc.get("font.size", 9)) / 9.0
     if text:
         ax.annotate(text, xy=(0, 0), xycoords="axes fraction", xytext=(0, -below_pt), textcoords="offset points",
                     fontsize=7, color="#555555", ha="left", va="top", annotation_clip=False, wrap=True)
