@@ -11,8 +11,10 @@
 #           Qwen3-30B-A3B's files alone (no tuning pass)
 #   verify  profkit verify of the r0 captures in .moe-in/MODEL-r0/ (capture/, cache.json) in a fresh
 #           process: Qwen3-30B-A3B and gpt-oss-120b, every default routing (a repeat of the sweep's verify)
+#   repaired  does repaired lose to cache? interleaved steps cache,repaired,cache (cache twice: an A/A pair)
+#           over 6 passes from the r0 files in .moe-in/MODEL-r0/: Qwen3-30B-A3B, Mixtral-8x7B, gpt-oss-120b
 set -u
-phase=${1:?usage: moe.sh qwen|models}
+phase=${1:?usage: moe.sh qwen|models|steps|verify|repaired}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} FLASHINFER_LOGGING_LEVEL=debug
 out=${OUT:-/tmp/moe-out}
 work=/tmp/moe-work
@@ -90,6 +92,16 @@ case "$phase" in
       pack "$m-verify-repeat"
     done
     ;;
-  *) echo "moe.sh: unknown phase $phase (qwen, models, steps or verify)" >&2; exit 2 ;;
+  repaired)
+    for m in qwen3-30b-a3b mixtral-8x7b gpt-oss-120b; do
+      in=.moe-in/$m-r0
+      deadline=$((budget - (SECONDS - t0) - 40))
+      step "$m-step-repaired" 60 -- -m profkit.cli.step --model $m --dtype bf16 --states cache,repaired,cache \
+        --passes 6 --cache "cache=$in/cache.json" --cache "repaired=$in/repaired.json" --deadline-s "$deadline" \
+        --out "$work/$m-step-repaired"
+      pack "$m-step-repaired"
+    done
+    ;;
+  *) echo "moe.sh: unknown phase $phase (qwen, models, steps, verify or repaired)" >&2; exit 2 ;;
 esac
 ls -la "$out"
