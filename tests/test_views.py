@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import base64
 import inspect
 import io
 import sys
@@ -442,6 +443,16 @@ def test_explorer_drives_figure_card_and_table():
     assert ex.figure.axes[0].patches or ex.figure.axes[0].collections
     ex.runner.value = "CudnnFp8GemmRunner"
     assert "CublasFp8GemmRunner" not in ex.table.value.split("</thead>")[1]
+
+
+def test_explorer_displays_a_static_picture_of_itself_beside_the_live_widget():
+    """Read without a kernel (a code host), the cell shows the current figure and card, not an empty Out."""
+    ex = views.explorer(profkit.load(DATA / "h200" / "fp8"))
+    ex.bucket.value = 64
+    bundle = ex._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert base64.b64decode(bundle["image/png"]) == ex.image.value
+    assert "bucket 64" in bundle["text/html"] and "WinnerCard fp8_gemm  bucket=64" in bundle["text/html"]
 
 
 def test_explorer_without_ipywidgets_names_the_extra(monkeypatch):

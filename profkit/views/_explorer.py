@@ -3,10 +3,13 @@
 It only wires controls to :mod:`profkit.analysis` and to ``views.plot_*(..., ax=...)``: the
 figure is one matplotlib Figure redrawn in place and shown as a PNG image widget, so it renders
 the same in JupyterLab, VS Code and exported notebooks, whatever matplotlib backend is active.
+Its display also carries a static picture of itself (the figure and the card), which a notebook
+read without a kernel (a code host, nbconvert) shows in place of the live controls.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import io
 from typing import Mapping
@@ -95,6 +98,18 @@ def _make_explorer(widgets):
             for w in (self.run, self.runner, self.bucket):
                 w.observe(self._redraw, names="value")
             self._on_op()
+
+        def _repr_mimebundle_(self, **kwargs):
+            """The live widget, plus a static picture (figure, selection, card) for readers without a kernel."""
+            bundle = super()._repr_mimebundle_(**kwargs) or {}
+            png = base64.b64encode(self.image.value).decode("ascii")
+            picked = (f"op {self.op.value}, shape {self.labels.get(self.shape.value, self.shape.value)}, "
+                      f"run {self.run.value}, runner {self.runner.value}, bucket {self.bucket.value}")
+            bundle["image/png"] = png
+            bundle["text/html"] = (f"<div><b>profkit explorer</b> (a static picture: {html.escape(picked)}; run the "
+                                   f"notebook for the controls)<br><img src='data:image/png;base64,{png}' "
+                                   f"style='max-width:100%'/>{self.card.value}</div>")
+            return bundle
 
         # -- cascading selectors ---------------------------------------------------------
         def _rows(self, *, shape=True, run=True):

@@ -297,3 +297,14 @@ def moe_section(ctx: ReportContext) -> Section | None:
             + (f"\n\nFigures of {headline} below; {', '.join(others)} on the {ctx.page('moe', 'MoE page')}."
                if others else ""))
     return Section("MoE", text, moe_figures(ctx, headline) if headline else ())
+
+
+# -- docs/findings.md -----------------------------------------------------------------------------
+def findings_markdown(results) -> str:
+    """The main page's answers as Markdown for docs/findings.md: loud failures, one verdict per op, MoE per model."""
+    lines = [f"- {line}" for line in failure_lines(results)]
+    lines += [f"- {verdict_line(row)}" for row in results.op_verdicts.itertuples(index=False)]
+    if len(results.moe_summary):
+        lines += ["", "MoE, per model:", ""] + [f"- {moe_model_line(s)}"
+                                                 for s in results.moe_summary.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
