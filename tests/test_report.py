@@ -11,7 +11,7 @@ import pytest
 
 import profkit
 from profkit import analysis
-from profkit.analysis.overview import RECOMMENDATIONS, chance_count, overview
+from profkit.analysis.overview import RECOMMENDATIONS, chance_count, overview, summary_document
 from profkit.cli import main
 from profkit.errors import ProfkitError
 from profkit.sources.datadir import read_datadir
@@ -400,3 +400,17 @@ def test_docs_findings_holds_the_current_verdicts(shipped_whole_results):
     want = report.findings_markdown(shipped_whole_results)
     assert block.group(1) == want, "docs/findings.md is out of date: run python scripts/findings.py"
     assert want.count("keep autotuning on") == 1 and "MoE, per model" in want
+
+
+def test_the_page_states_the_a_a_rate_and_the_smallest_detectable_change(whole):
+    """The rule's calibration travels with the verdicts: identical kernels in the data, and what each design could see."""
+    aa = whole.results.aa
+    assert set(aa["kind"]) == {"series", "same_kernels"} and (aa["called"] <= 0.05).all()
+    assert aa.set_index("kind").loc["series", "measurable"] == 48
+    text = report.verdict_section(whole).text
+    assert "On identical kernels in this data, the rule called 0 of 13" in text and "0 of 48" in text
+    moe = whole.results.op_verdicts.set_index("op").loc[MOE]
+    assert 0 < moe["step_detectable_min_pct"] < moe["step_detectable_max_pct"]
+    assert f"smallest detectable change {moe['step_detectable_min_pct']:.1f}-" in text
+    document = summary_document(whole.results)
+    assert [a["kind"] for a in document["aa"]] == sorted(aa["kind"])

@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from profkit.analysis import compare, cost, decisions, engine, op_timings, step
+from profkit.analysis import compare, cost, decisions, engine, op_timings, step, verdict
 from profkit.analysis._frames import conform, empty
 from profkit.errors import ProfkitError
 
@@ -58,7 +58,8 @@ VERDICT_COLUMNS = {
     "step_within_noise": "Int64", "step_change_min_pct": "float64", "step_change_max_pct": "float64",
     "step_best": "float64", "step_best_lo": "float64", "step_best_hi": "float64", "step_best_at": "string",
     "step_worst": "float64", "step_worst_lo": "float64", "step_worst_hi": "float64", "step_worst_at": "string",
-    "step_models": "string", "chance_faster": "Int64",
+    "step_models": "string", "chance_faster": "Int64", "serving_detectable_min_pct": "float64",
+    "serving_detectable_max_pct": "float64", "step_detectable_min_pct": "float64", "step_detectable_max_pct": "float64",
     "small_serving_points": "Int64", "small_serving_faster": "Int64", "small_serving_slower": "Int64",
     "small_step_points": "Int64", "small_step_faster": "Int64", "small_step_slower": "Int64",
     "break_even_steps": "float64", "tuner_speedup_median": "float64", "tuner_speedup_max": "float64",
@@ -341,6 +342,14 @@ class Overview:
     @functools.cached_property
     def moe_models(self) -> pd.DataFrame:
         return moe_models(self._moe["runs"], self.moe_sensitivity, self.moe_changes)
+
+    @functools.cached_property
+    def aa(self) -> pd.DataFrame:
+        """The rule on identical kernels in this data's step rows (:func:`~profkit.analysis.verdict.aa_rates` per kind:
+        a state timed twice, a state that ran untuned's kernels); empty without such pairs."""
+        points = verdict.aa_step_points(self._all_steps, kinds=("series", "same_kernels")) if len(self._all_steps) \
+            else pd.DataFrame()
+        return verdict.aa_rates(points, by=["kind"]) if len(points) else pd.DataFrame()
 
     @functools.cached_property
     def evidence_summary(self) -> pd.DataFrame:
@@ -979,8 +988,13 @@ def _evidence_fields(kind: str, points: pd.DataFrame) -> dict:
                    serving_speedup_min=points["speedup"].min() if len(points) else np.nan,
                    serving_speedup_median=points["speedup"].median() if len(points) else np.nan,
                    serving_speedup_max=points["speedup"].max() if len(points) else np.nan)
-    for name, verdict, pick in (("best", "faster", "idxmin"), ("worst", "slower", "idxmax")):
-        called = points[(points["verdict"] == verdict).to_numpy(dtype=bool)] if len(points) else points
+    measured = points[(points["verdict"] != "not_measurable").to_numpy(dtype=bool)] if len(points) else points
+    detectable = measured["detectable"].dropna() if len(measured) else measured
+    if len(detectable):  # the smallest change each measured comparison could have called (the rule's design)
+        out.update({f"{kind}_detectable_min_pct": 100 * detectable.min(),
+                    f"{kind}_detectable_max_pct": 100 * detectable.max()})
+    for name, called_as, pick in (("best", "faster", "idxmin"), ("worst", "slower", "idxmax")):
+        called = points[(points["verdict"] == called_as).to_numpy(dtype=bool)] if len(points) else points
         if len(called):
             r = called.loc[getattr(called["effect"], pick)()]
             at = " ".join(str(x) for x in (r["model"], r["label"]) if pd.notna(x) and str(x))
@@ -1063,8 +1077,6 @@ def summary_document(r: Overview, *, root: str = "") -> dict:
     Each entry holds ``op``, ``recommendation`` (keep, skip, plan, failed or unknown), ``basis``
     and every column of :func:`op_verdicts` (NaN as null); the document adds the rule's constants.
     """
-    from profkit.analysis import verdict
-
     entries = []
     for row in r.op_verdicts.to_dict("records"):
         entries.append({k: _plain(v) for k, v in row.items()})
@@ -1072,6 +1084,7 @@ def summary_document(r: Overview, *, root: str = "") -> dict:
             "rule": {"confidence": verdict.CONFIDENCE, "drift_floor": verdict.DRIFT_FLOOR,
                      "min_units": verdict.MIN_UNITS, "chance_faster": CHANCE_FASTER, "chance_level": CHANCE_LEVEL,
                      "doc": "docs/comparison_rule.md"},
+            "aa": [{k: _plain(v) for k, v in row.items()} for row in r.aa.to_dict("records")],
             "ops": entries}
 
 

@@ -173,7 +173,7 @@ def step_section(ctx: ReportContext) -> Section | None:
             lambda rows=rows, model=model, dtype=dtype: step_times_grid(rows, model=model, dtype=dtype)))
     m = r.step_measured
     tables = (Table(m[["model", "dtype", "phase", "tokens", "state", "step_ms", "baseline_ms", "delta_pct", "effect_lo",
-                       "effect_hi", "verdict", "design"]], "step_change", sort_by="delta_pct",
+                       "effect_hi", "detectable", "verdict", "design"]], "step_change", sort_by="delta_pct",
                     what="largest slowdown first"),)
     text = ("Each state against untuned, in the step sets that hold their tuning pass's capture: tuned ran in the "
             "same process after the tuning pass, cache in a fresh process that loaded its cache.json, torch with "

@@ -77,8 +77,17 @@ def _step_sentence(r) -> str:
                                    if s else "")
     if r.basis == "step" and r.recommendation == "skip" and f < (r.chance_faster or 0):
         text += f"; fewer than {r.chance_faster} faster of {n} is what identical kernels give by chance"
+    text += _detectable(r.step_detectable_min_pct, r.step_detectable_max_pct)
     rest = int(r.step_points) - n
     return text + (f"; {rest} more sizes not measurable." if rest else ".")
+
+
+def _detectable(lo_pct, hi_pct) -> str:
+    """``; smallest detectable change 0.5-7.3%``: what the design could have called, per measured point."""
+    if T.missing(lo_pct):
+        return ""
+    span = f"{lo_pct:.1f}%" if abs(hi_pct - lo_pct) < 0.05 else f"{lo_pct:.1f}-{hi_pct:.1f}%"
+    return f"; smallest detectable change {span}"
 
 
 def _serving_sentence(r) -> str:
@@ -91,7 +100,7 @@ def _serving_sentence(r) -> str:
     text += f", slower at {r.serving_slower}"
     if r.serving_slower:
         text += f" (worst {T.effect_at(r.serving_worst, r.serving_worst_lo, r.serving_worst_hi, r.serving_worst_at)})"
-    return text + "."
+    return text + _detectable(r.serving_detectable_min_pct, r.serving_detectable_max_pct) + "."
 
 
 def _small_sentence(r) -> str:
@@ -135,7 +144,7 @@ def verdict_section(ctx: ReportContext) -> Section:
     if v.empty:
         return Section("Verdicts", head + "\n\nNo op was tuned in this data.", loud=tuple(failure_lines(r)))
     lines = [f"- {verdict_line(row)}" for row in v.itertuples(index=False)]
-    text = "\n".join([head, ""] + lines + ["", _how_to_read()])
+    text = "\n".join([head, ""] + lines + ["", _how_to_read() + aa_sentence(r.aa)])
     figures, omitted = (), ()
     measured = len(r.evidence) and (r.evidence["verdict"] != "not_measurable").any()
     if not measured:
@@ -150,6 +159,17 @@ def verdict_section(ctx: ReportContext) -> Section:
                               "95% interval; colour only beyond noise.",
                               lambda: plot_verdicts(r.evidence, recommendations=recs)),)
     return Section("Verdicts", text, figures, omitted=omitted, loud=tuple(failure_lines(r)))
+
+
+def aa_sentence(aa: pd.DataFrame) -> str:
+    """`` On identical kernels in this data ...``: the rule's measured false-positive rate (empty without A/A pairs)."""
+    measured = aa[aa["measurable"] > 0] if len(aa) else aa
+    if measured.empty:
+        return ""
+    what = {"series": "a state timed twice", "same_kernels": "a state that ran untuned's kernels"}
+    parts = [f"{round(a.called * a.points)} of {a.measurable} ({what.get(a.kind, a.kind)})"
+             for a in measured.itertuples(index=False)]
+    return " On identical kernels in this data, the rule called " + " and ".join(parts) + " faster or slower."
 
 
 def _how_to_read() -> str:
