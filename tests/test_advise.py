@@ -279,7 +279,7 @@ def test_report_section_builder_fits_the_report(tables):
 def test_cli_on_shipped_data(path, tmp_path, capsys):
     out = tmp_path / "a"
     assert main(["advise", str(DATA / "h200" / path), "--max-slowdown", "1", "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["blocklist.json", "plan.md", "plan.py", "sglang_flags.txt",
-                                                    "vllm_env.sh"]
+    assert sorted(p.name for p in out.iterdir()) == ["blocklist.json", "plan.json", "plan.md", "plan.py",
+                                                    "sglang_flags.txt", "vllm_env.sh"]
     printed = capsys.readouterr().out
     assert "full_tuning_s" in printed and "planned_tuning_s" in printed

@@ -359,7 +359,8 @@ WRITER = textwrap.dedent("""
     me, folder, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
     for i in range(rounds):
         atomic.write_set(folder, {n: json.dumps({"writer": me, "round": i, "pad": me * 20000}) for n in
-                                  ("plan.md", "plan.py", "blocklist.json", "sglang_flags.txt", "vllm_env.sh")})
+                                  ("plan.md", "plan.py", "blocklist.json", "sglang_flags.txt", "vllm_env.sh",
+                                   "plan.json")})
         atomic.write_json(folder + "/repaired.json", {"writer": me, "round": i, "pad": me * 50000})
 """)
 

@@ -12,6 +12,7 @@ EXAMPLES = """examples:
   profkit advise data/h200/step/llama3-8b-bf16/capture --max-slowdown 1 --mix 1:4,8:4,64:2,512:1 --out runs/a
   profkit advise runs/capture --verify runs/verify/verdicts.parquet --budget-s 20 --out runs/a
   # then: FLASHINFER_TACTICS_BLOCKLIST=runs/a/blocklist.json python my_tuning_run.py   (see runs/a/plan.py)
+  # runs/a/plan.json holds the same plan as data ("format": "profkit-plan/1")
 """
 
 
@@ -30,7 +31,8 @@ def add_arguments(p) -> None:
                    help="the capture's FlashInfer cache file, for its exact _metadata (default: a cache.json "
                         "beside the capture, else the capture's runs table)")
     p.add_argument("--out", type=Path, required=True, help="directory for plan.md, plan.py, blocklist.json, "
-                                                           "sglang_flags.txt, vllm_env.sh")
+                                                           "sglang_flags.txt, vllm_env.sh and plan.json (the "
+                                                           "plan as data: profkit.sources.plan.read_plan_json)")
 
 
 def _mix(text: str) -> dict[int, float]:

@@ -1,14 +1,15 @@
 """A tuning plan (``profkit.analysis.advise``) written in FlashInfer's and the engines' own switches.
 
-``profkit advise --out DIR`` writes five files through :func:`write_plan`, as one set
+``profkit advise --out DIR`` writes six files through :func:`write_plan`, as one set
 (:func:`profkit.outputs.atomic.write_set`): ``plan.md``, ``plan.py``, ``blocklist.json``,
-``sglang_flags.txt`` and ``vllm_env.sh``. Op and runner names come from captures of other
+``sglang_flags.txt``, ``vllm_env.sh`` and ``plan.json`` (the plan as data, read back by
+:func:`profkit.sources.plan.read_plan_json`). Op and runner names come from captures of other
 machines, so each file carries them only as data of its own language:
 
 - ``plan.py``: Python literals (``ascii()``, so the file is plain ASCII), never in comments or code.
 - ``vllm_env.sh`` and ``sglang_flags.txt``: each value one ``shlex.quote``d shell word; comments
   hold only profkit's own words and numbers.
-- ``blocklist.json``: JSON strings.
+- ``blocklist.json`` and ``plan.json``: JSON strings (ASCII, ``\\u`` escapes).
 - ``plan.md``: Markdown with no raw HTML and no unsafe link (:func:`profkit.outputs.markdown.markdown_safe`).
 
 A name an engine cannot take as given (a comma inside a vLLM list entry, a leading ``-`` that
@@ -41,6 +42,8 @@ Each writer names the version it was checked against:
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shlex
 from datetime import datetime, timezone
@@ -54,16 +57,17 @@ from profkit.analysis.advise import Plan, split_blocklist_key
 from profkit.errors import ProfkitError
 from profkit.outputs import atomic
 from profkit.outputs.markdown import fence, markdown_safe
+from profkit.sources.plan import FORMAT, PlanFile, PlanOp
 
 FLASHINFER_CHECKED = "flashinfer-python 0.7.2.post1"
 SGLANG_CHECKED = "sgl-project/sglang @ 028ae083 (flashinfer_autotune.py), server_args.py @ 001067ff"
 VLLM_CHECKED = "vllm-project/vllm kernel_warmup.py (_flashinfer_autotune_skip_ops)"
-FILES = ("plan.md", "plan.py", "blocklist.json", "sglang_flags.txt", "vllm_env.sh")
+FILES = ("plan.md", "plan.py", "blocklist.json", "sglang_flags.txt", "vllm_env.sh", "plan.json")
 
 
 def write_plan(plan: Plan, out: str | os.PathLike, *, frontier: pd.DataFrame | None = None,
                inputs: Iterable[str | os.PathLike] = ()) -> list[Path]:
-    """Write the plan's five files (:data:`FILES`) into ``out`` as one set; return their paths.
+    """Write the plan's six files (:data:`FILES`) into ``out`` as one set; return their paths.
 
     The blocklist variable in ``plan.py``, ``sglang_flags.txt`` and ``vllm_env.sh`` names
     ``out/blocklist.json`` by its absolute path.
@@ -80,8 +84,40 @@ def write_plan(plan: Plan, out: str | os.PathLike, *, frontier: pd.DataFrame | N
         "blocklist.json": blocklist_json(plan),
         "sglang_flags.txt": sglang_flags(plan, blocklist),
         "vllm_env.sh": vllm_env(plan, blocklist),
+        "plan.json": plan_json(plan),
     }
     return atomic.write_set(out, files, inputs=inputs)
+
+
+def plan_record(plan: Plan) -> PlanFile:
+    """What ``plan.json`` holds: the plan's switches and per-op numbers as plain data.
+
+    Tactics are JSON values (tuples become lists) and numbers Python ints and floats, so the
+    record equals what :func:`profkit.sources.plan.read_plan_json` reads back from the file.
+    """
+    b = plan.buckets
+    tuned = b[b["tuned"].fillna(False).to_numpy(dtype=bool)]
+    per_op = {str(op): tuple(sorted({int(m) for m in g["bucket"]})) for op, g in tuned.groupby("op", observed=True)}
+    ops = tuple(PlanOp(op=str(r.op), decision=str(r.decision), tuned_buckets=per_op.get(str(r.op), ()),
+                       n_shapes=int(r.n_shapes), n_buckets=int(r.n_buckets), full_s=float(r.full_s),
+                       planned_s=float(r.planned_s), jit_s=float(r.jit_s), prep_kept_s=float(r.prep_kept_s),
+                       pass_ms=float(r.pass_ms), cost_ms=float(r.cost_ms), cost_pct=float(r.cost_pct),
+                       verdict=str(r.verdict))
+                for r in plan.ops.itertuples(index=False))
+    return PlanFile(budget=str(plan.budget), gain_source=str(plan.gain_source), skip_ops=tuple(map(str, plan.skip_ops)),
+                    tuning_buckets=None if plan.tuning_buckets is None else tuple(int(m) for m in plan.tuning_buckets),
+                    blocklist=_as_json(plan.blocklist), metadata=_as_json(plan.metadata),
+                    notes=tuple(map(str, plan.notes)), ops=ops)
+
+
+def plan_json(plan: Plan) -> str:
+    """plan.json: :func:`plan_record` as a JSON object with ``"format": "profkit-plan/1"``."""
+    return atomic.dumps_json({"format": FORMAT, **dataclasses.asdict(plan_record(plan))}, "plan.json")
+
+
+def _as_json(value):
+    """``value`` as JSON reads it back (tuples become lists); ProfkitError naming plan.json when it is no JSON."""
+    return json.loads(atomic.dumps_json(value, "plan.json"))
 
 
 def plan_table(plan: Plan) -> pd.DataFrame:
