@@ -371,7 +371,9 @@ def test_step_sets_compare_each_run_with_its_own_untuned(whole):
     assert "h200-verify/step-three-processes" in set(sets["where"])
     section = report.step_sets_section(whole)
     assert section.page == "step" and "Between-pass drift" in section.text
-    names = [f.name for f in section.figures]
+    figures = report.step_set_figures_section(whole)  # their step times, closed on the page
+    names = [f.name for f in figures.figures]
+    assert figures.collapsed and figures.page == "step" and not section.figures
     assert len(names) == len(set(names)) and "h200-verify_step-bracketed_llama3-8b_fp8" in names
 
 

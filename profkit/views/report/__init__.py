@@ -49,8 +49,8 @@ from typing import Callable
 from profkit.views.report._build import build_report
 from profkit.views.report._detail import (break_even_section, cost_detail_section, e2e_section, moe_detail_section,
                                           outside_tuning_section, plan_section, provenance_section, repeats_section,
-                                          speedup_section, step_section, step_sets_section, tactic_section,
-                                          verify_detail_section)
+                                          speedup_section, step_section, step_set_figures_section, step_sets_section,
+                                          step_times_section, tactic_section, verify_detail_section)
 from profkit.views.report._main import (cost_section, failure_lines, findings_markdown, moe_section, serving_section,
                                         verdict_line, verdict_section)
 from profkit.views.report._page import PAGES, FigureSpec, ReportContext, Section, Table, page_file
@@ -64,16 +64,15 @@ SECTIONS: list[Callable[[ReportContext], Section | None]] = [
     verdict_section, cost_section, serving_section, moe_section,
     # the detail pages
     tactic_section, speedup_section, outside_tuning_section, cost_detail_section, break_even_section, step_section,
-    step_sets_section, verify_detail_section, e2e_section, moe_detail_section, plan_section, repeats_section,
-    provenance_section,
+    step_times_section, step_sets_section, step_set_figures_section, verify_detail_section, e2e_section,
+    moe_detail_section, plan_section, repeats_section, provenance_section,
 ]
 
 __all__ = [
     "PAGES", "README_FIGURES", "SECTIONS", "FigureSpec", "ReportContext", "Section", "Table", "break_even_section",
     "build_report", "cost_detail_section", "cost_section", "e2e_section", "failure_lines", "findings_markdown",
-    "html_page",
-    "markdown_page", "markdown_table", "moe_detail_section", "moe_section", "outside_tuning_section", "page_file",
-    "plan_section", "provenance_section", "repeats_section", "serving_section", "speedup_section",
-    "step_section", "step_sets_section", "tactic_section", "verdict_line", "verdict_section",
-    "verify_detail_section",
+    "html_page", "markdown_page", "markdown_table", "moe_detail_section", "moe_section", "outside_tuning_section",
+    "page_file", "plan_section", "provenance_section", "repeats_section", "serving_section", "speedup_section",
+    "step_section", "step_set_figures_section", "step_sets_section", "step_times_section", "tactic_section",
+    "verdict_line", "verdict_section", "verify_detail_section",
 ]

@@ -163,14 +163,6 @@ def step_section(ctx: ReportContext) -> Section | None:
                               labels={}, block="model", panel="dtype", log2_ticks=None,
                               xlabel="tokens per step (decode batch / prefill chunk)",
                               ylabel="step time change, tuned vs untuned (%)", keys=step_change_keys()))]
-    for (model, dtype), rows in r.step_rows.groupby(["model", "dtype"], sort=True):
-        states = ", ".join(s for s in STATE_ORDER if (rows["state"] == s).any())
-        figures.append(FigureSpec(
-            f"step_times_{model}_{dtype}", f"Step time per state: {model} {dtype}",
-            f"Step time of {model} {dtype} ({states}) across decode batch sizes (left) and prefill chunks (right): "
-            "milliseconds on top, relative to untuned below (< 1: faster than FlashInfer's untuned fallback). Markers "
-            "are medians over the repetitions, bars min to max; every state at its true size.",
-            lambda rows=rows, model=model, dtype=dtype: step_times_grid(rows, model=model, dtype=dtype)))
     m = r.step_measured
     tables = (Table(m[["model", "dtype", "phase", "tokens", "state", "step_ms", "baseline_ms", "delta_pct", "effect_lo",
                        "effect_hi", "detectable", "verdict", "design"]], "step_change", sort_by="delta_pct",
@@ -179,6 +171,24 @@ def step_section(ctx: ReportContext) -> Section | None:
             "same process after the tuning pass, cache in a fresh process that loaded its cache.json, torch with "
             "plain torch linears. One pass of each state per process is **not measurable** under the comparison rule.")
     return Section("Decoder step", text, tuple(figures), tables, page="step")
+
+
+def step_times_section(ctx: ReportContext) -> Section | None:
+    """Step time per state, one figure per model and dtype (closed on the page: detail of the step change above)."""
+    r = ctx.results
+    if r.step_measured.empty:
+        return None
+    figures = []
+    for (model, dtype), rows in r.step_rows.groupby(["model", "dtype"], sort=True):
+        states = ", ".join(s for s in STATE_ORDER if (rows["state"] == s).any())
+        figures.append(FigureSpec(
+            f"step_times_{model}_{dtype}", f"Step time per state: {model} {dtype}",
+            f"Step time of {model} {dtype} ({states}) across decode batch sizes (left) and prefill chunks (right): "
+            "milliseconds on top, relative to untuned below (< 1: faster than FlashInfer's untuned fallback). Markers "
+            "are medians over the repetitions, bars min to max; every state at its true size.",
+            lambda rows=rows, model=model, dtype=dtype: step_times_grid(rows, model=model, dtype=dtype)))
+    return Section("Step time per state, per model", "Milliseconds per state at every size, per model and dtype.",
+                   tuple(figures), page="step", collapsed=True)
 
 
 _NEW_STATES = ("repaired", "advised", "planned", "v2-graph", "v2-eager")
@@ -219,8 +229,14 @@ def step_sets_section(ctx: ReportContext) -> Section | None:
               f"right at **{p.agree} of {p.sizes} sizes** ({p.agree_beyond_noise} of the {p.beyond_noise} measured "
               "beyond noise)." for p in r.predictions.itertuples(index=False)]
         text.append("Does the predicted step change have the measured sign?\n" + "\n".join(pl))
+    return Section("Step sets: repaired, advised and policy states", "\n\n".join(text), (),
+                   (Table(r.step_sets, "step_sets", top=0),), page="step")
+
+
+def step_set_figures_section(ctx: ReportContext) -> Section | None:
+    """Step time of every step set with a new state (repaired, advised, policies), closed on the page."""
     figures = []
-    for where, model, dtype, rows in r.step_comparisons:
+    for where, model, dtype, rows in ctx.results.step_comparisons:
         states = [s for s in STATE_ORDER if (rows["state"] == s).any()]
         new = [s for s in states if s in _NEW_STATES]
         if not new:
@@ -230,8 +246,10 @@ def step_sets_section(ctx: ReportContext) -> Section | None:
             f"Step time of {model} {dtype} ({', '.join(states)}) from {where}: milliseconds on top, relative to untuned "
             "below; medians over the repetitions, bars min to max.",
             lambda rows=rows, model=model, dtype=dtype: step_times_grid(rows, model=model, dtype=dtype)))
-    return Section("Step sets: repaired, advised and policy states", "\n\n".join(text), tuple(figures),
-                   (Table(r.step_sets, "step_sets", top=0),), page="step")
+    if not figures:
+        return None
+    return Section("Step time per step set", "Milliseconds per state in each step set that times a new state.",
+                   tuple(figures), page="step", collapsed=True)
 
 
 # -- serving --------------------------------------------------------------------------------------
