@@ -246,6 +246,63 @@ def compare_values(candidate, baseline, *, ratio_sd, floor: float = DRIFT_FLOOR,
     return pd.DataFrame(out).astype({"verdict": "string"})
 
 
+RATIO_COLUMNS = {"effect": "float64", "effect_lo": "float64", "effect_hi": "float64", "verdict": "string",
+                 "n": "Int64", "design": "string", "detectable": "float64", "note": "string"}
+
+
+def compare_ratios(frame: pd.DataFrame, *, by: Sequence[str], log_ratio_col: str = "log_ratio",
+                   ratio_sd_col: str | None = None, floor: float = DRIFT_FLOOR, confidence: float = CONFIDENCE,
+                   min_units: int = MIN_UNITS) -> pd.DataFrame:
+    """The rule on paired units given as log ratios, one comparison per ``by`` group.
+
+    Each row is one unit (a tuning run, a process) that timed both sides: ``log(candidate /
+    baseline)`` in that unit, repetitions inside it already summarised. This is
+    :func:`compare_two` with ``paired=True`` on every group at once: ``min_units`` units or more
+    give the paired t; fewer, with a calibrated ``ratio_sd``, the normal interval of that spread
+    (``ratio_sd / sqrt(n)``); fewer without one, not measurable.
+
+    Args:
+        frame: one row per unit; NaN log ratios are left out.
+        by: the columns of one comparison (e.g. op, shape, bucket).
+        log_ratio_col: the unit's log ratio, candidate over baseline.
+        ratio_sd_col: calibrated sd of one unit's log ratio (NaN: none); the group's mean is used.
+        floor: the drift floor (relative).
+        confidence: two-sided confidence of the interval.
+        min_units: fewer units than this estimate no spread.
+
+    Returns:
+        One row per group with a finite log ratio, sorted by ``by``: the ``by`` columns and
+        :data:`RATIO_COLUMNS` (effect = candidate / baseline - 1, effect_lo, effect_hi, verdict,
+        n units, design (paired, calibrated or too_few_units), detectable, note).
+    """
+    by = list(by)
+    require(frame, [*by, log_ratio_col] + ([ratio_sd_col] if ratio_sd_col else []), "log ratios")
+    _check_rule(floor=floor, confidence=confidence, min_units=min_units)
+    columns = {**{c: frame[c].dtype for c in by}, **RATIO_COLUMNS}
+    values = pd.to_numeric(frame[log_ratio_col], errors="coerce").astype(float)
+    rows = frame.assign(_d=values, _sd=(pd.to_numeric(frame[ratio_sd_col], errors="coerce").astype(float)
+                                        if ratio_sd_col else np.nan))
+    rows = rows[np.isfinite(values.to_numpy(dtype=float))]
+    if rows.empty:
+        return _empty(columns)
+    g = rows.groupby(by, sort=True, observed=True, dropna=False)
+    stats = g.agg(n=("_d", "size"), d=("_d", "mean"), sd=("_d", "std"), ratio_sd=("_sd", "mean")).reset_index()
+    n = stats["n"].to_numpy(dtype=float)
+    paired = n >= min_units
+    calibrated = ~paired & np.isfinite(stats["ratio_sd"].to_numpy(dtype=float))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        se = np.where(paired, stats["sd"].to_numpy(dtype=float) / np.sqrt(n),
+                      np.where(calibrated, stats["ratio_sd"].to_numpy(dtype=float) / np.sqrt(n), np.nan))
+    df = np.where(paired, n - 1.0, np.where(calibrated, math.inf, np.nan))
+    decided = _decide(stats["d"].to_numpy(dtype=float), se, df, floor=floor, confidence=confidence)
+    design = np.where(paired, "paired", np.where(calibrated, "calibrated", "too_few_units"))
+    note = [f"{int(k)} candidate and {int(k)} baseline paired units, fewer than {min_units} per side: the spread "
+            f"between units (drift between passes or processes) is not sampled" if v == "not_measurable" else ""
+            for k, v in zip(n, decided["verdict"])]
+    out = stats[by].assign(**decided, n=n.astype(int), design=design, note=note)
+    return out[list(columns)].astype({c: t for c, t in columns.items() if c not in by}).reset_index(drop=True)
+
+
 def within_noise(verdict) -> np.ndarray:
     """True where a verdict is neither faster nor slower (within noise, or not measurable)."""
     v = pd.Series(verdict, dtype="string").fillna("not_measurable")
