@@ -22,7 +22,8 @@ advise (the ``profkit advise`` proof):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
