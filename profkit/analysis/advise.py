@@ -15,8 +15,13 @@ The plan is written in FlashInfer's own switches (flashinfer-python 0.7.2.post1)
   cuDNN runners build all their plans inside ``get_valid_tactics``, and that preparation
   (``prep_s``) is paid even when every tactic of the runner is blocked.
 
-Gains are the tuner's own timings (pick against the default, beyond the noise band), or serving
-timings from a verify verdict frame when one is given. Costs are the capture's tuning table.
+Gains are the tuner's own timings (pick against the default), or serving timings from a verify
+verdict frame when one is given. Costs are the capture's tuning table. Whether a gain, or a tactic's
+gap to its decision's winner, is beyond noise is the one comparison rule's verdict
+(:mod:`profkit.analysis.verdict`, docs/comparison_rule.md): serving gains with the spread calibrated
+on repeated verify processes, tuner timings with the run-to-run spread where repeated runs measured
+it. One tuner timing of each side in one run is not measurable by the rule; there the plan counts a
+gain, and keeps a tactic, by the stated threshold ``rel_threshold`` instead, and says so.
 Everything is per "pass": one call of every captured shape at every bucket, or, with a batch-size
 mix, one call of every shape at the mix's sizes.
 """
@@ -32,16 +37,18 @@ import pandas as pd
 from profkit.analysis._frames import conform, flashinfer_rows, require, shapes_of
 from profkit.analysis.cost import tuning_breakdown
 from profkit.analysis.decisions import noise as estimate_noise
-from profkit.analysis.decisions import speedup_vs_default
+from profkit.analysis.decisions import speedup_vs_default, tuner_ratio_sd
 from profkit.analysis.engine import assign_bucket
+from profkit.analysis.verdict import VERIFY_RATIO_SD, compare_ratios, compare_values
 from profkit.errors import ProfkitError
 
 BUCKET_COLUMNS = {
     "op": "string", "shape": "string", "bucket": "Int64", "n_runs": "Int64", "tuning_s": "float64",
     "measure_s": "float64", "prep_s": "float64", "jit_s": "float64", "blocked_s": "float64",
     "default_ms": "float64", "tuned_ms": "float64", "gain_ms": "float64", "noise_pct": "float64",
-    "gain_source": "string", "beyond_noise": "boolean", "weight": "float64", "value_ms": "float64",
-    "tuned": "boolean",
+    "gain_source": "string", "beyond_noise": "boolean", "effect": "float64", "effect_lo": "float64",
+    "effect_hi": "float64", "verdict": "string", "detectable": "float64", "counted": "boolean",
+    "weight": "float64", "value_ms": "float64", "tuned": "boolean",
 }
 TACTIC_COLUMNS = {
     "op": "string", "runner": "string", "tactic": "string", "n_timed": "Int64", "n_failed": "Int64",
@@ -70,8 +77,11 @@ class Plan:
         ops: one row per op (OP_COLUMNS): full and planned tuning seconds, their ratio, the
             expected step cost of the plan (``cost_ms`` per pass, ``cost_pct`` of the fully
             tuned pass) and the decision: ``skip``, ``some buckets``, ``block only`` or ``full``.
-        buckets: one row per (op, shape, bucket) (BUCKET_COLUMNS) with its cost, gain and
-            whether the plan tunes it.
+        buckets: one row per (op, shape, bucket) (BUCKET_COLUMNS) with its cost, its gain, the
+            rule's verdict on the gain (``verdict``, ``effect`` = tuned / default - 1 with its
+            interval and ``detectable``; ``beyond_noise``: faster or slower), whether the plan
+            counts the gain (``counted``: beyond noise, or not measurable and beyond
+            ``rel_threshold``) and whether the plan tunes it.
         tactics: one row per (op, runner, tactic) (TACTIC_COLUMNS): blocked or not, and why.
         skip_ops: ops for ``autotune(skip_ops=...)``.
         tuning_buckets: buckets for ``autotune(tuning_buckets=...)``; None keeps FlashInfer's own.
@@ -126,7 +136,10 @@ def advise(tables, *, verify: pd.DataFrame | None = None, budget_s: float | None
            metadata: Mapping[str, str] | None = None, rel_threshold: float = 0.02) -> Plan:
     """Choose a tuning plan from captures (one or several runs or ranks) and optional serving verdicts.
 
-    Without a budget the plan drops only what buys nothing beyond noise (expected cost <= 0).
+    Without a budget the plan drops only what buys nothing beyond noise (expected cost <= 0):
+    a bucket's gain counts when the comparison rule calls the tuned choice faster or slower than
+    the default; where the rule cannot judge it (one tuner timing of each in one run, no repeated
+    runs), when it is larger than ``rel_threshold``, a stated threshold the plan's text names.
     ``max_slowdown_pct`` then drops more, cheapest risk per saved second first, while the
     expected cost stays within that percent of the fully tuned pass; ``budget_s`` drops more until
     the planned tuning time fits, whatever it costs.
@@ -139,14 +152,20 @@ def advise(tables, *, verify: pd.DataFrame | None = None, budget_s: float | None
         tables: a ``profkit.Tables`` (candidates, tuning and runs tables of the captures).
         verify: per-bucket serving verdicts (``profkit.analysis.verify.bucket_verdicts``): op,
             shape (or n and k), bucket, serving_speedup (pick over default), serving_noise
-            (relative half-width of the noise band); optional default_ms (serving) and at_bucket.
+            (relative half-width of the p10-p90 band: shown, never a verdict); optional
+            default_ms (serving), at_bucket, and the rule's verdict with effect, effect_lo,
+            effect_hi and detectable (used as they are for a bucket with one row; otherwise the
+            rule is applied to serving_speedup with the calibrated one-process spread).
         budget_s: at most this many seconds of tuning.
         max_slowdown_pct: at most this many percent slower (per pass) than full tuning.
         mix: batch-size mix {M: weight}; each M counts at FlashInfer's bucket for it (round up),
             M beyond the largest tuned bucket runs the default either way. None: every bucket once.
         metadata: the capture's FlashInfer ``_metadata`` (e.g. from its cache.json); None builds it
             from the runs table (unknown fields become "*", which FlashInfer's blocklist loader accepts).
-        rel_threshold: noise band for profiles without repeats (0.02 = 2%).
+        rel_threshold: stated threshold (0.02 = 2%) for the tuner's comparisons the rule cannot
+            judge (one timing of each side in one run): a gain counts, and a tactic is within
+            reach of its winner, by this instead; also the band :func:`~profkit.analysis.noise`
+            states for profiles without repeats.
 
     Raises:
         ProfkitError: both budgets given, a negative or non-finite budget, no tuned bucket to plan
@@ -191,6 +210,7 @@ class _Prepared:
     value_ms: np.ndarray
     fixed_s: np.ndarray
     pass_ms: float
+    rel_threshold: float = 0.02
 
 
 def _prepare(tables, *, verify=None, mix=None, metadata=None, rel_threshold: float = 0.02) -> _Prepared:
@@ -225,7 +245,7 @@ def _prepare(tables, *, verify=None, mix=None, metadata=None, rel_threshold: flo
                      gain_source=_source(verify),
                      metadata=dict(metadata) if metadata else metadata_from_runs(tables.runs),
                      set_aside=set_aside, ops=ops, bucket_values=values, seconds=seconds, present=present,
-                     value_ms=value_ms, fixed_s=fixed, pass_ms=pass_ms)
+                     value_ms=value_ms, fixed_s=fixed, pass_ms=pass_ms, rel_threshold=rel_threshold)
 
 
 def _plan(p: _Prepared, budget_s, max_slowdown_pct) -> Plan:
@@ -242,7 +262,7 @@ def _plan(p: _Prepared, budget_s, max_slowdown_pct) -> Plan:
     return Plan(ops=ops, buckets=conform(buckets, BUCKET_COLUMNS), tactics=p.tactics,
                 skip_ops=tuple(sorted(selection.skip)), tuning_buckets=tuning_buckets,
                 blocklist=_blocklist(p.blocked, selection.skip), budget=budget, gain_source=p.gain_source,
-                metadata=dict(p.metadata), notes=p.set_aside + _notes(ops, buckets, p.blocked, selection),
+                metadata=dict(p.metadata), notes=p.set_aside + _notes(ops, buckets, p, selection),
                 prepared=p)
 
 
@@ -323,14 +343,19 @@ def budget_frontier(tables, *, slowdowns=(0.0, 0.5, 1.0, 2.0, 5.0), **kwargs) ->
 def tactic_verdicts(candidates: pd.DataFrame, *, rel_threshold: float = 0.02) -> pd.DataFrame:
     """Per (op, runner, tactic): was it ever within noise of its decision's winner? Block it if not.
 
-    A decision is one (run_id, rank, call, op, profile). A candidate is within noise when its time
-    is at most the decision's best time times (1 + noise_pct / 100) (``noise``: repeats, else
-    ``rel_threshold``). Failed, fallen-back and out-of-memory candidates have no time and are never
-    within noise; they name the reason. The default (tactic -1) is never blocked.
+    A decision is one (run_id, rank, call, op, profile). A candidate is within noise of the
+    decision's best time unless the comparison rule calls it slower (:func:`~profkit.analysis.verdict.compare_values`
+    with the run-to-run spread :func:`~profkit.analysis.noise` measured from repeated runs). Where no
+    repeated runs measured it, one timing of each is not measurable by the rule, and the stated
+    ``rel_threshold`` decides instead (within when at most the best time x (1 + rel_threshold));
+    ``reason`` says which. Failed, fallen-back and out-of-memory candidates have no time and are
+    never within; they name the reason. The default (tactic -1) is never blocked.
 
     Returns:
-        TACTIC_COLUMNS, sorted by op, runner, tactic; ``measure_s`` is the tactic's measuring seconds
-        per pass (host time minus JIT, summed over shapes and buckets, mean over runs).
+        TACTIC_COLUMNS, sorted by op, runner, tactic; ``n_within_noise`` counts the decisions where
+        it was within (by the rule, or by the threshold where not measurable); ``measure_s`` is the
+        tactic's measuring seconds per pass (host time minus JIT, summed over shapes and buckets,
+        mean over runs).
     """
     return _tactic_verdicts(candidates, estimate_noise(candidates, rel_threshold=rel_threshold), rel_threshold)
 
@@ -340,15 +365,25 @@ def _tactic_verdicts(candidates: pd.DataFrame, band: pd.DataFrame, rel_threshold
     c = flashinfer_rows(candidates).copy()
     if c.empty:
         return conform(pd.DataFrame(), TACTIC_COLUMNS)
-    band = band[["op", "profile", "noise_pct"]]
+    band = band[["op", "profile", "noise_pct", "noise_source"]]
     c = c.merge(band.drop_duplicates(["op", "profile"]), on=["op", "profile"], how="left")
     c["noise_pct"] = c["noise_pct"].fillna(100.0 * rel_threshold)
+    c["noise_source"] = c["noise_source"].astype("string").fillna("threshold")
     decision = [k for k in ("run_id", "rank", "call", "op", "profile") if k in c.columns]
     keyed = c[decision].astype("string").fillna("<NA>")
     time = pd.to_numeric(c["time_ms"], errors="coerce").to_numpy(dtype=float)
     best = pd.Series(np.where(np.isfinite(time), time, np.inf)).groupby(
         [keyed[k].to_numpy() for k in decision]).transform("min").to_numpy()
-    c["within"] = np.isfinite(time) & (time <= best * (1.0 + c["noise_pct"].to_numpy(dtype=float) / 100.0))
+    # The rule where repeated runs measured the spread; the stated threshold where one timing each is not measurable.
+    ratio_sd = tuner_ratio_sd(c)
+    judged = np.isfinite(time) & np.isfinite(ratio_sd)
+    within = np.isfinite(time) & (time <= best * (1.0 + rel_threshold))
+    if judged.any():
+        rule = compare_values(time[judged], best[judged], ratio_sd=ratio_sd[judged])
+        within[judged] = (rule["verdict"] != "slower").to_numpy(dtype=bool)
+    c["within"] = within
+    c["judged"] = judged
+    c["stated"] = np.isfinite(time) & ~judged
     c["won"] = np.isfinite(time) & (time == best)
     c["failed"] = ~np.isfinite(time)
     status = c["status"].astype("string").fillna("ok") if "status" in c else pd.Series("ok", index=c.index)
@@ -360,23 +395,36 @@ def _tactic_verdicts(candidates: pd.DataFrame, band: pd.DataFrame, rel_threshold
     c["measure_s"] = c["measure_s"] / n_runs  # per pass: runs of one shape are repeats or ranks
     g = c.groupby(["op", "runner", "tactic"], observed=True, sort=True, dropna=False)
     out = g.agg(n_timed=("time_ms", "size"), n_failed=("failed", "sum"), n_within_noise=("within", "sum"),
-                n_won=("won", "sum"), measure_s=("measure_s", "sum")).reset_index()
+                n_won=("won", "sum"), measure_s=("measure_s", "sum"), judged=("judged", "any"),
+                stated=("stated", "any")).reset_index()
     not_ok = c[(c["status_"].astype("string") != "ok").fillna(True).to_numpy(dtype=bool)]
     statuses = (not_ok.groupby(["op", "runner", "tactic"], observed=True, dropna=False)["status_"]
                 .agg(lambda s: sorted(set(s.astype(str)))) if len(not_ok) else pd.Series(dtype=object))
     found = dict(zip(statuses.index, statuses)) if len(statuses) else {}
     out["blocked"] = (out["n_within_noise"] == 0) & (out["tactic"].astype("string") != "-1")
     keys = zip(out["op"], out["runner"], out["tactic"])
-    out["reason"] = [_reason(b, found.get(k, [])) for b, k in zip(out["blocked"], keys)]
+    out["reason"] = [_reason(b, found.get(k, []), _within_words(j, st, rel_threshold))
+                     for b, k, j, st in zip(out["blocked"], keys, out["judged"], out["stated"])]
     return conform(out, TACTIC_COLUMNS)
 
 
-def _reason(blocked: bool, statuses: list) -> str:
+def _within_words(judged: bool, stated: bool, rel_threshold: float) -> str:
+    """What "within" meant for a tactic: the rule's noise, the stated threshold, or both."""
+    threshold = f"{100 * rel_threshold:g}%"
+    if stated and not judged:
+        return (f"within {threshold} of the winner (one timing of each in one run is not measurable by the rule: "
+                "the stated threshold decides)")
+    if stated:
+        return f"within noise of the winner ({threshold} where not measurable)"
+    return "within noise of the winner"
+
+
+def _reason(blocked: bool, statuses: list, within: str = "within noise of the winner") -> str:
     if not blocked:
-        return "within noise of the winner at least once"
+        return f"{within} at least once"
     words = {"failed": "failed", "fallback": "fell back to tactic -1", "oom": "ran out of memory"}
     named = [words.get(s, s) for s in statuses]
-    return ("; ".join(named) + "; never within noise of the winner") if named else "never within noise of the winner"
+    return "; ".join([*named, f"never {within}"])
 
 
 def bucket_costs(candidates: pd.DataFrame, tuning: pd.DataFrame, blocked: pd.DataFrame) -> pd.DataFrame:
@@ -430,14 +478,18 @@ def _source(verify) -> str:
     return "serving" if verify is not None and len(verify) else "tuner"
 
 
+RULE_FIELDS = ("effect", "effect_lo", "effect_hi", "verdict", "detectable")
+
+
 def _attach_gains(buckets: pd.DataFrame, candidates: pd.DataFrame, verify, rel_threshold: float,
                   band: pd.DataFrame) -> pd.DataFrame:
-    """Per bucket: default and tuned times, the gain, its noise band and whether it is beyond it."""
+    """Per bucket: default and tuned times, the gain, the rule's verdict on it and whether the plan counts it."""
     s = speedup_vs_default(candidates, noise=band, rel_threshold=rel_threshold)
     keys = ["op", "shape", "bucket"]
     tuner = s.groupby(keys, observed=True).agg(default_ms=("default_ms", "mean"), tuned_ms=("time_ms", "mean"),
                                                 noise_pct=("noise_pct", "mean")).reset_index()
     out = buckets.merge(tuner, on=keys, how="left")
+    out = out.merge(_tuner_rule(s, keys), on=keys, how="left")
     out["gain_source"] = "tuner"
     if verify is not None and len(verify):
         out = _serving_gains(out, verify)
@@ -445,13 +497,44 @@ def _attach_gains(buckets: pd.DataFrame, candidates: pd.DataFrame, verify, rel_t
         t = pd.to_numeric(out[col], errors="coerce").astype(float)
         out[col] = t.where(np.isfinite(t) & (t >= 0))
     out["gain_ms"] = out["default_ms"] - out["tuned_ms"]
+    out["verdict"] = out["verdict"].astype("string").where(out["gain_ms"].notna(), pd.NA)
+    verdict = out["verdict"].fillna("not_measurable")
+    out["beyond_noise"] = verdict.isin(["faster", "slower"]).to_numpy(dtype=bool)
     with np.errstate(invalid="ignore", divide="ignore"):
-        gap_pct = 100.0 * out["gain_ms"] / out["tuned_ms"]
-    out["beyond_noise"] = (gap_pct.abs() > out["noise_pct"]).fillna(False)
+        gap = (out["gain_ms"] / out["tuned_ms"]).abs().to_numpy(dtype=float)
+    stated = (verdict == "not_measurable").to_numpy(dtype=bool) & (gap > rel_threshold)
+    out["counted"] = out["beyond_noise"].to_numpy(dtype=bool) | stated
     return out
 
 
+def _tuner_rule(speedups: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The rule on the tuner's pick against the default per bucket: one unit per run (and rank).
+
+    Calls of one run that tuned the bucket again are repetitions inside that unit (their median
+    counts); the spread is the run-to-run one :func:`~profkit.analysis.noise` measured from
+    repeated runs, else none (not measurable, unless three or more runs give a paired t).
+    """
+    if speedups.empty:
+        return pd.DataFrame({**{k: pd.Series(dtype=speedups[k].dtype) for k in keys},
+                             **{c: pd.Series(dtype="float64") for c in RULE_FIELDS if c != "verdict"},
+                             "verdict": pd.Series(dtype="string")})
+    unit = speedups["run_id"].astype("string").fillna("") + "#" + (
+        speedups["rank"].astype("string").fillna("") if "rank" in speedups else "")
+    per_unit = speedups.assign(_unit=unit.to_numpy(), _sd=tuner_ratio_sd(speedups)).groupby(
+        [*keys, "_unit"], observed=True).agg(time_ms=("time_ms", "median"), default_ms=("default_ms", "median"),
+                                             ratio_sd=("_sd", "mean")).reset_index()
+    per_unit["log_ratio"] = np.log(per_unit["time_ms"] / per_unit["default_ms"])
+    rule = compare_ratios(per_unit, by=keys, ratio_sd_col="ratio_sd")
+    return rule[[*keys, *RULE_FIELDS]]
+
+
 def _serving_gains(out: pd.DataFrame, verify: pd.DataFrame) -> pd.DataFrame:
+    """Serving times replace the tuner's where the verify verdicts cover a bucket, with the rule's verdict on them.
+
+    A bucket with one verdict row keeps that row's verdict (``bucket_verdicts`` applied the rule to
+    its processes); otherwise the rule runs on the rows' ``serving_speedup``, one unit each, with
+    the spread calibrated for one verify process (:data:`~profkit.analysis.verdict.VERIFY_RATIO_SD`).
+    """
     require(verify, ("op", "bucket", "serving_speedup", "serving_noise"), "verify verdicts")
     v = verify.copy()
     if "shape" not in v.columns:
@@ -459,20 +542,35 @@ def _serving_gains(out: pd.DataFrame, verify: pd.DataFrame) -> pd.DataFrame:
         v["shape"] = [f"N={int(n)} K={int(k)}" for n, k in zip(v["n"], v["k"])]
     if "at_bucket" in v.columns:
         v = v[v["at_bucket"].fillna(False).to_numpy(dtype=bool)]
+    keys = ["op", "shape", "bucket"]
+    v["bucket"] = v["bucket"].astype("Int64")
+    speedup = pd.to_numeric(v["serving_speedup"], errors="coerce").astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        v["log_ratio"] = -np.log(speedup.where(speedup > 0))
+    rule = compare_ratios(v.assign(ratio_sd=VERIFY_RATIO_SD), by=keys, ratio_sd_col="ratio_sd").set_index(keys)
+    if "verdict" in v.columns:  # bucket_verdicts' own verdict (its processes as units) where one row says it all
+        own = v[v.groupby(keys, observed=True)["serving_speedup"].transform("size").to_numpy() == 1]
+        own = own[own["verdict"].notna().to_numpy(dtype=bool)].set_index(keys)
+        for col in RULE_FIELDS:
+            if col in own.columns:
+                rule.loc[own.index.intersection(rule.index), col] = own[col]
+        rule.loc[own.index.intersection(rule.index), "verdict"] = own["verdict"].astype("string")
     agg = {"serving_speedup": ("serving_speedup", "mean"), "serving_noise": ("serving_noise", "mean")}
     if "default_ms" in v.columns:
         agg["serving_default_ms"] = ("default_ms", "mean")
-    v = v.groupby(["op", "shape", "bucket"], observed=True).agg(**agg).reset_index()
-    v["bucket"] = v["bucket"].astype("Int64")
-    out = out.merge(v, on=["op", "shape", "bucket"], how="left")
+    v = v.groupby(keys, observed=True).agg(**agg).reset_index()
+    v = v.merge(rule[list(RULE_FIELDS)].add_prefix("serving_").reset_index(), on=keys, how="left")
+    out = out.merge(v, on=keys, how="left")
     has = out["serving_speedup"].notna()
     default = out["serving_default_ms"] if "serving_default_ms" in out else out["default_ms"]
     default = default.fillna(out["default_ms"])
     out.loc[has, "default_ms"] = default[has]
     out.loc[has, "tuned_ms"] = default[has] / out.loc[has, "serving_speedup"]
     out.loc[has, "noise_pct"] = 100.0 * out.loc[has, "serving_noise"]
+    for col in RULE_FIELDS:
+        out[col] = out[col].where(~has, out[f"serving_{col}"])
     out.loc[has, "gain_source"] = "serving"
-    return out.drop(columns=[c for c in ("serving_speedup", "serving_noise", "serving_default_ms") if c in out])
+    return out.drop(columns=[c for c in out.columns if c.startswith("serving_")])
 
 
 def _attach_weights(buckets: pd.DataFrame, mix) -> pd.DataFrame:
@@ -493,7 +591,7 @@ def _attach_weights(buckets: pd.DataFrame, mix) -> pd.DataFrame:
                     continue  # beyond the tuned range the default runs, tuned or not
                 b = int(assign_bucket(m, edges, round_up=True)[0])
                 out.loc[rows.index[edges == b], "weight"] += w / total
-    gain = out["gain_ms"].where(out["beyond_noise"], 0.0).fillna(0.0)
+    gain = out["gain_ms"].where(out["counted"], 0.0).fillna(0.0)
     out["value_ms"] = out["weight"] * gain
     return out
 
@@ -591,20 +689,35 @@ def _op_table(buckets: pd.DataFrame, p: _Prepared, sel: _Selection) -> pd.DataFr
             "ratio": full / planned[op] if planned[op] > 0 else np.inf, "jit_s": float(r["jit_s"]),
             "prep_kept_s": float(r["prep_kept_s"]), "pass_ms": pass_ms, "cost_ms": cost,
             "cost_pct": 100.0 * cost / pass_ms if pass_ms > 0 else 0.0, "decision": decision,
-            "verdict": _verdict(op, decision, full, float(r["gained_ms"]), pass_ms, p.gain_source),
+            "verdict": _verdict(op, decision, full, float(r["gained_ms"]), pass_ms, p.gain_source,
+                                _basis(buckets[(buckets["op"] == op).to_numpy(dtype=bool)], p.rel_threshold)),
         })
     return conform(pd.DataFrame(rows), OP_COLUMNS)
 
 
-def _verdict(op: str, decision: str, full_s: float, gained_ms: float, pass_ms: float, source: str) -> str:
+def _verdict(op: str, decision: str, full_s: float, gained_ms: float, pass_ms: float, source: str,
+             basis: str = "") -> str:
     pct = 100.0 * gained_ms / pass_ms if pass_ms > 0 else 0.0
-    bought = (f"full tuning ({full_s:.1f} s) buys {1000 * gained_ms:.1f} us per pass ({pct:+.2f}%) beyond noise, "
-              f"by {source} timings")
+    bought = (f"full tuning ({full_s:.1f} s) buys {1000 * gained_ms:.1f} us per pass ({pct:+.2f}%) by {source} "
+              f"timings" + (f"; {basis}" if basis else ""))
     if decision == "skip" and gained_ms <= 0:
         return f"do not tune {op} on this GPU: {bought}"
     if decision == "skip":
         return f"{op} left untuned to fit the budget: {bought}"
     return f"{op}: {bought}"
+
+
+def _basis(buckets: pd.DataFrame, rel_threshold: float) -> str:
+    """What an op's gain rests on: the rule's verdicts per bucket and shape, and the buckets it cannot judge."""
+    verdict = buckets["verdict"].astype("string")
+    counts = verdict.value_counts()
+    parts = [f"{int(counts[v])} {v.replace('_', ' ')}" for v in ("faster", "slower", "within_noise") if counts.get(v)]
+    unjudged = (verdict == "not_measurable").fillna(False).to_numpy(dtype=bool)
+    if unjudged.any():
+        counted = int(buckets["counted"].to_numpy(dtype=bool)[unjudged].sum())
+        parts.append(f"{int(unjudged.sum())} not measurable (one timing of the pick and of the default, no repeated "
+                     f"runs; {counted} counted for a gain above the stated {100 * rel_threshold:g}% threshold)")
+    return f"per bucket and shape, by the comparison rule: {', '.join(parts)}" if parts else ""
 
 
 def _blocklist(blocked: pd.DataFrame, skip: set) -> dict[str, list]:
@@ -645,8 +758,19 @@ def split_blocklist_key(key: str) -> tuple[str, str]:
     return op, runner
 
 
-def _notes(ops: pd.DataFrame, buckets: pd.DataFrame, blocked: pd.DataFrame, sel: _Selection) -> tuple[str, ...]:
+def _notes(ops: pd.DataFrame, buckets: pd.DataFrame, p: _Prepared, sel: _Selection) -> tuple[str, ...]:
+    blocked = p.blocked
     notes = []
+    gains = bool((buckets["verdict"].astype("string") == "not_measurable").fillna(False).any())
+    tactics = bool(p.tactics["reason"].astype("string").str.contains("not measurable").fillna(False).any())
+    if gains or tactics:
+        what = " or ".join(w for w, on in (("a pick from the default", gains), ("a tactic from its winner", tactics))
+                           if on)
+        how = " and ".join(w for w, on in (("counts such gains", gains), ("keeps such tactics", tactics)) if on)
+        notes.append(f"Tuner timings without repeated runs give one timing of each candidate: the comparison rule "
+                     f"cannot tell {what} beyond run-to-run drift (not measurable, docs/comparison_rule.md). The "
+                     f"plan {how} by the stated {100 * p.rel_threshold:g}% threshold instead; repeated runs of the "
+                     f"capture{', or serving verdicts (profkit verify),' if gains else ''} make them measurable.")
     for row in ops.itertuples(index=False):
         if row.decision != "skip" and row.prep_kept_s > 0 and not blocked.empty:
             notes.append(f"{row.op}: blocked tactics still cost their runner's preparation "

@@ -1,4 +1,11 @@
-"""The "why this tactic" card: one op x bucket decision, its contenders, noise, cost and environment."""
+"""The "why this tactic" card: one op x bucket decision, its contenders, noise, cost and environment.
+
+Its verdicts (runner-up against the winner, winner against the default, each contender within
+noise or not) are the one comparison rule's (:mod:`profkit.analysis.verdict`): each side is one
+timing of one tuning run, judged with the run-to-run spread :func:`~profkit.analysis.noise`
+measured from repeated runs; without repeated runs the rule cannot tell a gap from run-to-run
+drift, and the card says "not measurable" instead of drawing a band.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,9 @@ import pandas as pd
 from profkit._versions import cudnn_version
 from profkit.analysis._frames import DEFAULT_NOISE_PCT, default_rows, flashinfer_rows, require, shapes_of
 from profkit.analysis.decisions import noise as _noise
+from profkit.analysis.decisions import tuner_ratio_sd
 from profkit.analysis.tactics import decode_tactic, tactic_words
+from profkit.analysis.verdict import Comparison, compare_two
 from profkit.errors import ProfkitError
 
 _ENV_FIELDS = (("gpu", ""), ("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"),
@@ -45,8 +54,10 @@ class WinnerCard:
         n_failed: candidates without one (failed, oom).
         default_runner: runners[0], what runs untuned with tactic -1.
         default_ms: its time by FlashInfer's timer (NaN when not timed).
-        noise_pct: the noise band, percent of the winner's time.
-        noise_source: "repeats" (estimated from repeated runs) or "threshold" (stated).
+        noise_pct: the run-to-run noise (two relative sds of one timing, percent) where
+            ``noise_source`` is "repeats"; else the stated threshold, which judges nothing.
+        noise_source: "repeats" (estimated from repeated runs: the rule's spread) or "threshold"
+            (stated: the card's comparisons are not measurable).
         tuning_s: wall seconds FlashInfer spent on this bucket (NaN when unknown).
         measure_s: of those, seconds measuring candidates.
         prep_s: of those, seconds preparing runners (cuDNN plan builds).
@@ -93,9 +104,29 @@ class WinnerCard:
         return self.default_ms / self.winner.time_ms if self.winner.time_ms > 0 else math.nan
 
     @property
+    def ratio_sd(self) -> float:
+        """The rule's spread of one timing ratio (sd of the log); NaN without repeated runs."""
+        frame = pd.DataFrame({"noise_pct": [self.noise_pct], "noise_source": [self.noise_source]})
+        return float(tuner_ratio_sd(frame)[0])
+
+    @property
+    def runner_up_verdict(self) -> Comparison | None:
+        """The rule on the runner-up against the winner (None with one candidate)."""
+        up = self.runner_up
+        return None if up is None else self._compare(up.time_ms, self.winner.time_ms)
+
+    @property
+    def default_verdict(self) -> Comparison | None:
+        """The rule on the winner against the default (None when the default was not timed)."""
+        if math.isnan(self.default_ms) or not self.default_ms > 0:
+            return None
+        return self._compare(self.winner.time_ms, self.default_ms)
+
+    @property
     def within_noise(self) -> bool:
-        """True when the runner-up lies within the noise band of the winner."""
-        return bool(self.gap_pct <= self.noise_pct) if not math.isnan(self.gap_pct) else False
+        """True unless the rule calls the runner-up slower than the winner (within noise, or not measurable)."""
+        v = self.runner_up_verdict
+        return v is not None and v.verdict != "slower"
 
     @property
     def slower_than_default(self) -> bool:
@@ -109,16 +140,17 @@ class WinnerCard:
         if self.winner_words:
             lines.append(f"  {'tactic':<10} {self.winner_words}")
         if up is not None:
-            lines.append(f"  {'runner-up':<10} {_who(up.runner, up.tactic):<44} {self.gap_pct:+8.2f}%")
+            lines.append(f"  {'runner-up':<10} {_who(up.runner, up.tactic):<44} {self.gap_pct:+8.2f}%"
+                         + _words(self.runner_up_verdict, slower="beyond noise"))
         if self.default_runner is not None and not math.isnan(self.default_ms):
             lines.append(f"  {'default':<10} {_who(self.default_runner, '-1'):<44} speedup {self.speedup:.3f}x"
-                         f"  ({self.default_ms * scale:.3f} {unit})")
-        band = f"noise band {self.noise_pct:.2f}% ({'from repeated runs' if self.noise_source == 'repeats' else 'stated threshold'})"
+                         f"  ({self.default_ms * scale:.3f} {unit})" + _words(self.default_verdict))
         lines.append(f"  top {len(self.top)} of {self.n_candidates} candidates"
-                     + (f" ({self.n_failed} failed)" if self.n_failed else "") + f", {band}:")
+                     + (f" ({self.n_failed} failed)" if self.n_failed else "") + f", {self._noise_words()}:")
         for i, c in enumerate(self.top, 1):
             rel = 100.0 * (c.time_ms / w.time_ms - 1.0)
-            mark = "" if i == 1 else ("  within noise" if rel <= self.noise_pct else "")
+            tie = i > 1 and self._compare(c.time_ms, w.time_ms).verdict == "within_noise"
+            mark = "  within noise" if tie else ""
             status = "" if c.status in ("ok", None) else f"  [{c.status}]"
             lines.append(f"    {i:>2}  {c.runner:<24} {c.desc[:44]:<44} {c.time_ms * scale:8.3f} {unit}"
                          + (f"  {rel:+6.2f}%" if i > 1 else "") + mark + status)
@@ -143,18 +175,44 @@ class WinnerCard:
                        "so this bucket is not tuned.")
         if self.winner.status not in ("ok", None):
             out.append(f"the winner's status is {self.winner.status!r}: it may have run tactic -1 instead.")
-        if self.slower_than_default:
-            out.append(f"the tuned choice measured {100 * (1 - self.speedup):.2f}% slower than the default "
+        default = self.default_verdict
+        if self.slower_than_default and default is not None and default.verdict == "slower":
+            out.append(f"the tuned choice is {100 * (1 - self.speedup):.2f}% slower than the default, beyond noise "
                        "(flashinfer#3537).")
-        if self.within_noise:
+        elif self.slower_than_default and (default is None or default.verdict == "not_measurable"):
+            out.append(f"the tuned choice measured {100 * (1 - self.speedup):.2f}% slower than the default "
+                       "(flashinfer#3537); one timing of each in one run: not measurable.")
+        up = self.runner_up_verdict
+        if up is not None and up.verdict == "within_noise":
             out.append("the gap to the runner-up is within run-to-run noise; the choice may flip between runs.")
         return tuple(out)
+
+    def _compare(self, candidate_ms: float, baseline_ms: float) -> Comparison:
+        """The rule on two timings of this run: calibrated with the run-to-run spread, else not measurable."""
+        sd = self.ratio_sd
+        return compare_two([candidate_ms], [baseline_ms], ratio_sd=sd if np.isfinite(sd) else None)
+
+    def _noise_words(self) -> str:
+        if self.noise_source != "repeats":
+            return "one timing each in one run: the gaps are not measurable (no repeated runs measured the noise)"
+        beyond = self._compare(1.0 + 1e-9, 1.0).detectable
+        return (f"run-to-run noise {self.noise_pct:.2f}% (from repeated runs; a gap beyond {100 * beyond:.2f}% "
+                "is beyond noise)")
 
 
 def _words_beyond_desc(line: CandidateLine) -> str:
     """The winner's tactic in words, where its decoder says more than the short label (fused MoE tiles)."""
     words = tactic_words(line.runner, line.tactic)
     return "" if words in (line.desc, line.tactic) else words
+
+
+def _words(comparison: Comparison | None, *, faster: str = "faster beyond noise",
+           slower: str = "slower beyond noise") -> str:
+    """The rule's verdict on a card line: two spaces and its words, empty without a comparison."""
+    if comparison is None:
+        return ""
+    words = {"faster": faster, "slower": slower, "within_noise": "within noise", "not_measurable": "not measurable"}
+    return f"  {words[comparison.verdict]}"
 
 
 def _who(runner: str, tactic: str) -> str:
