@@ -211,6 +211,7 @@ class _Prepared:
     fixed_s: np.ndarray
     pass_ms: float
     rel_threshold: float = 0.02
+    basis: dict = field(default_factory=dict)  # per op: what its gain rests on (_basis), whatever the budget
 
 
 def _prepare(tables, *, verify=None, mix=None, metadata=None, rel_threshold: float = 0.02) -> _Prepared:
@@ -245,7 +246,8 @@ def _prepare(tables, *, verify=None, mix=None, metadata=None, rel_threshold: flo
                      gain_source=_source(verify),
                      metadata=dict(metadata) if metadata else metadata_from_runs(tables.runs),
                      set_aside=set_aside, ops=ops, bucket_values=values, seconds=seconds, present=present,
-                     value_ms=value_ms, fixed_s=fixed, pass_ms=pass_ms, rel_threshold=rel_threshold)
+                     value_ms=value_ms, fixed_s=fixed, pass_ms=pass_ms, rel_threshold=rel_threshold,
+                     basis={str(op): _basis(g, rel_threshold) for op, g in buckets.groupby("op", observed=True)})
 
 
 def _plan(p: _Prepared, budget_s, max_slowdown_pct) -> Plan:
@@ -690,7 +692,7 @@ def _op_table(buckets: pd.DataFrame, p: _Prepared, sel: _Selection) -> pd.DataFr
             "prep_kept_s": float(r["prep_kept_s"]), "pass_ms": pass_ms, "cost_ms": cost,
             "cost_pct": 100.0 * cost / pass_ms if pass_ms > 0 else 0.0, "decision": decision,
             "verdict": _verdict(op, decision, full, float(r["gained_ms"]), pass_ms, p.gain_source,
-                                _basis(buckets[(buckets["op"] == op).to_numpy(dtype=bool)], p.rel_threshold)),
+                                p.basis.get(str(op), "")),
         })
     return conform(pd.DataFrame(rows), OP_COLUMNS)
 
