@@ -257,22 +257,23 @@ def test_writers_name_the_switches_and_versions(tables):
     nothing = advise(tables, max_slowdown_pct=100.0)
     assert "--disable-flashinfer-autotune" in writers.sglang_flags(nothing)
     assert "Do not tune" in writers.python_snippet(nothing)
-    text, figures = plan_views.advise_section(plan)
-    assert text.startswith("## Tuning plan") and [name for name, _ in figures] == ["advise-gain_op", "advise-noise_op"]
 
 
-def test_report_section_builder_fits_the_report(tables):
+def test_report_section_lays_out_the_plan_analysis_computed(tables):
     from types import SimpleNamespace
 
+    from profkit.analysis.advise import budget_frontier
     from profkit.views import report
 
-    section = plan_views.advise_report_section(SimpleNamespace(data=SimpleNamespace(tables=tables)))
+    plan = advise(tables)  # what the report's Overview holds: the plan is computed there, the view only draws it
+    ctx = SimpleNamespace(results=SimpleNamespace(plan=plan, plan_error="", frontier=budget_frontier(plan)))
+    section = report.plan_section(ctx)
     assert isinstance(section, report.Section) and "do not tune noise_op" in section.text
     assert [f.name for f in section.figures] == ["advise_gain_op", "advise_noise_op"]
-    assert section.figures[0].draw().axes
+    assert section.figures[0].draw().axes and plan_views.plot_plan(plan).axes
     assert "planned" in report.markdown_table(section.tables[0]) and len(section.tables[1].frame) == 5
-    empty = SimpleNamespace(data=SimpleNamespace(tables=profkit.schema.Tables.empty()))
-    assert plan_views.advise_report_section(empty) is None
+    empty = SimpleNamespace(results=SimpleNamespace(plan=None, plan_error="", frontier=None))
+    assert report.plan_section(empty) is None
 
 
 @pytest.mark.parametrize("path", ["fp8", "bf16", "step/llama3-8b-bf16/capture"])
