@@ -172,3 +172,28 @@ def test_serving_gains_follow_the_rule_not_the_replay_band():
     again = advise(capture, verify=bare, budget_s=25).buckets
     rule = compare_values(1 / at["serving_speedup"].to_numpy(), np.ones(len(at)), ratio_sd=VERIFY_RATIO_SD)
     assert sorted(again["verdict"].value_counts().items()) == sorted(rule["verdict"].value_counts().items())
+
+
+# -- the plan's figure: it draws the plan analysis computed, in the plan's own terms -------------------
+def test_plan_figure_names_what_its_gains_rest_on(fp8):
+    from profkit.views.advise import plot_plan
+
+    capture = profkit.load(DATA / "h200" / "step" / "llama3-8b-fp8" / "capture")
+    serving = advise(capture, verify=bucket_verdicts(read_verify(DATA / "h200-verify" / "step" / "llama3-8b-fp8")))
+    tuner = advise(fp8)  # one run: the rule cannot judge one timing each, the stated threshold counts
+    label = {name: plot_plan(plan).axes[-1].get_ylabel() for name, plan in (("serving", serving), ("tuner", tuner))}
+    assert label["serving"].endswith("(beyond noise)") and "threshold" not in label["serving"]
+    assert "not measurable:\nabove the stated threshold" in label["tuner"]
+
+
+def test_the_plan_view_computes_no_plan():
+    """views.advise only draws: the plan comes from analysis (advise, the report's Overview)."""
+    import ast
+    import inspect
+
+    from profkit.views import advise as plan_views
+
+    tree = ast.parse(inspect.getsource(plan_views))
+    names = {a.name for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names}
+    assert names.isdisjoint({"advise", "budget_frontier", "compare_two", "compare_values", "compare_ratios"})
+    assert not hasattr(plan_views, "advise_report_section") and not hasattr(plan_views, "advise_section")
