@@ -79,9 +79,10 @@ def report_section(tables: schema.Tables) -> None:
     from types import SimpleNamespace
 
     from profkit.views import report
-    from profkit.views.advise import advise_report_section
 
-    section = advise_report_section(SimpleNamespace(data=SimpleNamespace(tables=tables)))
+    plan = advise(tables)  # what the report's Overview computes; report.plan_section lays it out
+    results = SimpleNamespace(plan=plan, plan_error="", frontier=budget_frontier(plan))
+    section = report.plan_section(SimpleNamespace(results=results))
     for spec in section.figures:
         spec.draw().savefig(io.BytesIO(), format="png", dpi=200)
     for table in section.tables:

@@ -238,12 +238,13 @@ class _Tags(html.parser.HTMLParser):
 
 
 def test_report_page_escapes_names_ids_text_and_links(toy):
+    from profkit.analysis.advise import budget_frontier
     from profkit.views import report
-    from profkit.views.advise import advise_report_section
 
     evil = "x'><img src=x onerror=alert(1)>"
-    tables = renamed(toy, {"gain_op": evil, "noise_op": "a/b/../../c"})
-    section = advise_report_section(SimpleNamespace(data=SimpleNamespace(tables=tables)))
+    plan = advise(renamed(toy, {"gain_op": evil, "noise_op": "a/b/../../c"}))  # the Overview's plan
+    section = report.plan_section(SimpleNamespace(results=SimpleNamespace(plan=plan, plan_error="",
+                                                                          frontier=budget_frontier(plan))))
     link = report.Section("Provenance", "- command `python x.py` [t](javascript:alert(1)) [ok](#fig-x) "
                                         "[w](https://example.org) [d](data:text/html,x)\n[r]: javascript:alert(2)")
     fig = report.FigureSpec(f"step_times_{evil}_bf16", f"Step {evil}", f"caption {evil}", draw=lambda: None)
