@@ -93,9 +93,11 @@ case "$phase" in
     done
     ;;
   repaired)
+    left_models=3
     for m in qwen3-30b-a3b mixtral-8x7b gpt-oss-120b; do
       in=.moe-in/$m-r0
-      deadline=$((budget - (SECONDS - t0) - 40))
+      deadline=$(((budget - (SECONDS - t0) - 40) / left_models))  # an even share of what is left
+      left_models=$((left_models - 1))
       step "$m-step-repaired" 60 -- -m profkit.cli.step --model $m --dtype bf16 --states cache,repaired,cache \
         --passes 6 --cache "cache=$in/cache.json" --cache "repaired=$in/repaired.json" --deadline-s "$deadline" \
         --out "$work/$m-step-repaired"
