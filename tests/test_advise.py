@@ -259,6 +259,15 @@ def test_writers_name_the_switches_and_versions(tables):
     assert "Do not tune" in writers.python_snippet(nothing)
 
 
+def test_plan_md_names_why_each_runner_lost_its_tactics(tables):
+    plan = advise(tables)
+    line = next(l for l in writers.plan_markdown(plan).splitlines() if l.startswith("- blocklist:"))
+    slow = line.split("gain_op::SlowCublas: ")[1].split(" s of measuring")[0]
+    assert slow.startswith("2 of 3 tactics (") and "failed" in slow  # the tactics' own reasons, not a stock phrase
+    t = plan.tactics[(plan.tactics["runner"] == "SlowCublas") & plan.tactics["blocked"]]
+    assert all(reason in slow for reason in t["reason"])
+
+
 def test_report_section_lays_out_the_plan_analysis_computed(tables):
     from types import SimpleNamespace
 
@@ -274,6 +283,18 @@ def test_report_section_lays_out_the_plan_analysis_computed(tables):
     assert "planned" in report.markdown_table(section.tables[0]) and len(section.tables[1].frame) == 5
     empty = SimpleNamespace(results=SimpleNamespace(plan=None, plan_error="", frontier=None))
     assert report.plan_section(empty) is None
+
+
+def test_report_plan_of_many_ops_is_one_figure(tables, monkeypatch):
+    from types import SimpleNamespace
+
+    from profkit.views.report import _detail
+
+    monkeypatch.setattr(_detail, "MAX_PLAN_FIGURES", 1)  # the toy plan has two ops: above the limit
+    plan = advise(tables)
+    section = _detail.plan_section(SimpleNamespace(results=SimpleNamespace(plan=plan, plan_error="", frontier=None)))
+    assert [f.name for f in section.figures] == ["advise_all"] and "all 2 ops" in section.figures[0].title
+    assert section.figures[0].draw().axes
 
 
 @pytest.mark.parametrize("path", ["fp8", "bf16", "step/llama3-8b-bf16/capture"])

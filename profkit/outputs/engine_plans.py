@@ -260,9 +260,10 @@ def _blocked_summary(plan: Plan) -> str:
     for key, tactics in plan.blocklist.items():
         op, runner = split_blocklist_key(key)
         mine = t[(t["op"] == op) & (t["runner"] == runner)]
-        saved = float(mine.loc[mine["blocked"].fillna(False).to_numpy(dtype=bool), "measure_s"].sum())
-        parts.append(f"{key}: {len(tactics)} of {len(mine)} tactics (never within noise of the winner; "
-                     f"{saved:.1f} s of measuring per full pass)")
+        blocked = mine[mine["blocked"].fillna(False).to_numpy(dtype=bool)]
+        reasons = " / ".join(dict.fromkeys(blocked["reason"].dropna().astype(str))) or "blocked"
+        parts.append(f"{key}: {len(tactics)} of {len(mine)} tactics ({reasons}; "
+                     f"{float(blocked['measure_s'].sum()):.1f} s of measuring per full pass)")
     return "; ".join(parts)
 
 

@@ -326,6 +326,9 @@ def moe_detail_section(ctx: ReportContext) -> Section | None:
 
 
 # -- the plan -------------------------------------------------------------------------------------
+MAX_PLAN_FIGURES = 8  # one figure per op up to this many; above it, one figure of all ops
+
+
 def plan_section(ctx: ReportContext) -> Section | None:
     from profkit.outputs.engine_plans import plan_table
     from profkit.views.advise import plot_plan
@@ -338,10 +341,12 @@ def plan_section(ctx: ReportContext) -> Section | None:
                       "captured shape at every bucket. `profkit advise` writes the switches.", ""]
                      + [f"- {' '.join(str(v).split())}" for v in plan.ops["verdict"]]
                      + [f"- {' '.join(str(n).split())}" for n in plan.notes])
-    figures = tuple(FigureSpec(f"advise_{op}", f"Tuning plan for {op}",
-                               "Tuning seconds per bucket (dark: tuned by the plan, grey: left out) and the step time "
-                               "per pass each bucket's tuning buys beyond noise.",
-                               lambda op=op: plot_plan(plan, op=op)) for op in plan.ops["op"])
+    caption = ("Tuning seconds per bucket (dark: tuned by the plan, grey: left out) and the step time per pass "
+               "each bucket's tuning buys, as the plan counts it (the right axis says by what).")
+    ops = list(plan.ops["op"])
+    figures = (tuple(FigureSpec(f"advise_{op}", f"Tuning plan for {op}", caption, lambda op=op: plot_plan(plan, op=op))
+                     for op in ops) if len(ops) <= MAX_PLAN_FIGURES else
+               (FigureSpec("advise_all", f"Tuning plan for all {len(ops)} ops", caption, lambda: plot_plan(plan)),))
     tables = (Table(plan_table(plan), "advise_plan"), Table(r.frontier, "advise_budgets", what="at most Y% slower per pass"))
     return Section("Tuning plan (profkit advise)", text, figures, tables, page="plan")
 
