@@ -421,10 +421,8 @@ def concat(parts: Iterable[Tables]) -> Tables:
 # A `profkit capture --out DIR` directory holds one folder per process, named by host, pid and
 # rank. Inside it the writer appends numbered segments, `seg-<n>`, each holding the rows recorded
 # since the one before and renamed into place from a dot-named temporary folder, so a reader never
-# sees half a segment. Captures written before segments (the shipped data among them) hold
-# numbered generations, `gen-<n>`, each a complete copy of the process's tables.
+# sees half a segment.
 _SEGMENT = r"seg-(\d+)"
-_GENERATION = r"gen-(\d+)"
 _PROCESS_DIR = r"(?P<host>.+)-pid(?P<pid>\d{1,18})(?:-rank(?P<rank>\d{1,18}))?(?:\.\d+)?"
 
 
@@ -438,24 +436,18 @@ def segment_name(number: int) -> str:
     return f"seg-{number:06d}"
 
 
-def generation_name(number: int) -> str:
-    """Folder name of one complete generation of a process's capture (the format before segments)."""
-    return f"gen-{number:06d}"
-
-
 def load(path: str | os.PathLike) -> Tables:
     """Read tables written by :meth:`Tables.save` or by ``profkit capture``.
 
     ``path`` is one saved capture directory, or a directory whose subdirectories are captures
     (e.g. repeated runs), or a ``profkit capture --out`` directory, where each
     ``<host>-pid<pid>-rank<rank>/`` folder holds one process's capture: all its segments are
-    read in order (or, in the older format, its newest complete generation) and its rows get
-    ``host``, ``pid`` and ``rank`` columns (from the tables, else from the folder name).
+    read in order and its rows get ``host``, ``pid`` and ``rank`` columns (from the tables, else
+    from the folder name).
     Everything found is stacked into one Tables.
 
     Damage stays local: a file that cannot be read (partial, corrupt, missing, not a profkit
-    table) or a segment that is empty is skipped and the rest is read; a newest generation that
-    is empty or unreadable gives way to the previous complete one. A warning names each, and
+    table) or a segment that is empty is skipped and the rest is read. A warning names each, and
     ``tables.problems`` lists them as ``"<file>: <reason>"`` (empty when all was read).
 
     Raises:
@@ -464,7 +456,7 @@ def load(path: str | os.PathLike) -> Tables:
     path = Path(path)
     units = _find_captures(path)
     if not units:
-        raise ProfkitError(f"{path}: no profkit capture here (expected runs.parquet, or seg-<n> / gen-<n> "
+        raise ProfkitError(f"{path}: no profkit capture here (expected runs.parquet, or the seg-<n> "
                            "folders of `profkit capture`, in it or its subdirectories)")
     tables = concat(part for part in map(_load_one, units) if part is not None)
     if tables.problems:
@@ -474,40 +466,37 @@ def load(path: str | os.PathLike) -> Tables:
 
 
 def _find_captures(path: Path) -> list[Path]:
-    """Capture folders under ``path``: ones holding table files, or seg-/gen- folders (one process)."""
+    """Capture folders under ``path``: ones holding table files, or seg- folders (one process)."""
     if not path.is_dir():
         return []
     found = []
     for dirpath, dirnames, filenames in os.walk(path):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))  # .tmp: writes in progress
-        if (any(re.fullmatch(_SEGMENT, d) or re.fullmatch(_GENERATION, d) for d in dirnames)
-                or any(f"{t}.parquet" in filenames for t in TABLES)):
+        if any(re.fullmatch(_SEGMENT, d) for d in dirnames) or any(f"{t}.parquet" in filenames for t in TABLES):
             found.append(Path(dirpath))
             dirnames[:] = []
     return sorted(found)
 
 
-def _numbered(path: Path, pattern: str) -> list[Path]:
-    """Sub-folders of ``path`` named by ``pattern``, in number order."""
+def _segments(path: Path) -> list[Path]:
+    """The ``seg-<n>`` sub-folders of ``path``, in number order."""
     found = []
     for entry in path.iterdir():
-        match = re.fullmatch(pattern, entry.name)
+        match = re.fullmatch(_SEGMENT, entry.name)
         if match and entry.is_dir():
             found.append((int(match.group(1)), entry))
     return [entry for _, entry in sorted(found)]
 
 
 def _load_one(path: Path) -> Tables | None:
-    """One capture folder: a saved Tables, or a process folder (its segments or newest generation)."""
+    """One capture folder: a saved Tables, or a process folder (its segments)."""
     try:
-        segments = _numbered(path, _SEGMENT)
+        segments = _segments(path)
         if segments:
             tables = concat(map(_read_segment, segments))
             tables = dataclasses.replace(tables, problems=tables.problems + _segment_gaps(path, segments)
                                          + _unfinished_segments(path))
             return _with_process_columns(tables, path.name)
-        if _numbered(path, _GENERATION):
-            return _with_process_columns(_read_newest_generation(path), path.name)
         return _read_tables(path)
     except OSError as exc:
         return dataclasses.replace(Tables.empty(), problems=(f"{path}: {type(exc).__name__}: {exc.strerror or exc}",))
@@ -557,28 +546,6 @@ def _read_segment(path: Path) -> Tables:
     return _read_tables(path, missing_ok=True)
 
 
-def _read_newest_generation(path: Path) -> Tables:
-    """The newest complete generation; the previous one when the newest is empty or unreadable."""
-    for _ in range(5):  # the writer may replace the newest generation while it is being read
-        try:
-            generations = _numbered(path, _GENERATION)[::-1]
-            newest = _read_tables(generations[0])
-            empty_gen = not any(len(getattr(newest, t)) for t in TABLES)
-            if not (newest.problems or empty_gen) or len(generations) == 1:
-                return newest
-            previous = _read_tables(generations[1])
-            if previous.problems:
-                return newest
-            why = "; ".join(newest.problems) if newest.problems else "no rows"
-            return dataclasses.replace(previous, problems=(
-                f"{generations[0]}: newest generation unreadable ({why}); read {generations[1].name}, "
-                "the previous complete one, instead",))
-        except FileNotFoundError:
-            continue
-    return dataclasses.replace(Tables.empty(), problems=(f"{path}: its newest generation kept being replaced "
-                                                          "while read; skipped",))
-
-
 def _read_tables(path: Path, *, missing_ok: bool = False) -> Tables:
     """The four tables of one folder, an unreadable file replaced by an empty table and reported."""
     frames, problems = {}, []
@@ -590,7 +557,7 @@ def _read_tables(path: Path, *, missing_ok: bool = False) -> Tables:
             frames[table] = conform(pd.read_parquet(file), table)
         except FileNotFoundError:
             if not path.is_dir():
-                raise  # a generation deleted under us: the caller reads the newer one
+                raise  # the folder deleted under us: the caller names it
             if not missing_ok:
                 problems.append(f"{file}: missing")
             frames[table] = empty(table)

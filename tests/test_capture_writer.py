@@ -104,35 +104,6 @@ def test_every_file_and_the_segment_folder_are_fsynced_before_the_rename(tmp_pat
     assert done[-1] == ("fsync", str(process.writer.folder))  # and the rename made durable
 
 
-@pytest.fixture(scope="module")
-def small_capture():
-    with T.cpu_autotuner(), profkit.capture(time_default=False) as cap:
-        T.tune("toy_gemm", runners(), M)
-    return cap.tables()
-
-
-def damage_winners(generation: Path) -> None:
-    file = generation / "winners.parquet"
-    file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
-
-
-@pytest.mark.parametrize("damage", ["no rows", "unreadable"])
-def test_load_reads_the_previous_complete_generation_and_says_so(tmp_path, small_capture, damage):
-    process = tmp_path / "host-pid7-rank0"  # the format before segments: each gen-N a whole copy
-    small_capture.save(process / schema.generation_name(1))
-    newest = process / schema.generation_name(2)
-    if damage == "no rows":
-        schema.Tables.empty().save(newest)
-    else:
-        small_capture.save(newest)
-        damage_winners(newest)
-    with pytest.warns(UserWarning, match=r"gen-000002: newest generation unreadable .* read gen-000001"):
-        tables = profkit.load(tmp_path)
-    assert len(tables.problems) == 1 and str(newest) in tables.problems[0]
-    for table in schema.TABLES:
-        assert len(getattr(tables, table)) == len(getattr(small_capture, table)) > 0
-
-
 # -- damaged capture folders: a property ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
