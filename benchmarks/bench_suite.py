@@ -1,0 +1,79 @@
+"""The test suite's wall time here, side by side with the suite of another commit, on the same machine.
+
+The other commit is checked out into a temporary git worktree and both suites run one after the
+other with this checkout's interpreter (the same installed packages; each imports its own
+``profkit`` through ``PYTHONPATH``), alternating for ``--rounds`` rounds. Printed: each round's
+seconds, the medians, their ratio, and each suite's warning count. Issue 26's target is half the
+baseline's time. Run: ``python benchmarks/bench_suite.py --baseline caa818b`` (``--cpus 0,1`` pins
+both to two cores with ``taskset``, as CI's 2-core machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = 0.5
+
+
+def run_suite(checkout: Path, cpus: str | None) -> tuple[float, str]:
+    """Seconds and the last line of one whole-suite run in ``checkout``."""
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    if cpus:
+        argv = ["taskset", "-c", cpus, *argv]
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - start
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    last = lines[-1] if lines else f"no output (exit {done.returncode}): {done.stderr.strip()[-300:]}"
+    if done.returncode != 0:
+        last += f"  [exit {done.returncode}]"
+    return seconds, last
+
+
+def warnings_in(summary: str) -> int:
+    found = re.search(r"(\d+) warnings?", summary)
+    return int(found.group(1)) if found else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", required=True, help="the commit to compare with (e.g. caa818b)")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--cpus", default=None, help="taskset CPU list for both suites, e.g. 0,1")
+    args = parser.parse_args()
+    if args.cpus and not shutil.which("taskset"):
+        parser.error("--cpus needs taskset")
+    tmp = Path(tempfile.mkdtemp(prefix="profkit-baseline-"))
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tmp), args.baseline], check=True)
+    suites = {f"baseline {args.baseline}": tmp, "this checkout": ROOT}
+    times: dict[str, list[float]] = {label: [] for label in suites}
+    last: dict[str, str] = {}
+    try:
+        for round_ in range(args.rounds):
+            for label, checkout in suites.items():
+                seconds, last[label] = run_suite(checkout, args.cpus)
+                times[label].append(seconds)
+                print(f"round {round_ + 1}: {label}: {seconds:.0f} s  ({last[label]})", flush=True)
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp)], check=False)
+    base, mine = (statistics.median(t) for t in times.values())
+    for label, t in times.items():
+        print(f"{label}: median {statistics.median(t):.0f} s over {len(t)} round(s), "
+              f"{warnings_in(last[label])} warnings")
+    flag = "" if mine <= TARGET * base else "  over target"
+    print(f"ratio this/baseline: {mine / base:.2f} (target at most {TARGET:g}){flag}")
+
+
+if __name__ == "__main__":
+    main()
