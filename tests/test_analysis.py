@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +13,7 @@ import profkit
 from profkit import analysis, schema
 from profkit.errors import ProfkitError, SchemaError
 
-from conftest import DATA, ROOT
+from conftest import DATA
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden"
 P8 = "((8, 64), (64, 32))"
@@ -509,20 +507,3 @@ def test_shipped_repeats_noise_and_ranks(repeats):
     assert len(rep) == 40 and rep["noise_pct"].between(0.4, 2.5).all()
     d = analysis.rank_divergence(repeats.candidates)
     assert len(d) == 40 and int((~d["agree"]).sum()) == 4 and d["within_noise"].all()
-
-
-def test_sources_and_analysis_do_not_import_matplotlib():
-    """Every module of profkit.sources (walked with pkgutil, so packages such as sources/logs/ count)
-    and of profkit.analysis imports without matplotlib: the arrows point one way."""
-    code = ("import importlib, pkgutil, sys, profkit.sources, profkit.sources.logs, profkit.analysis\n"
-            "names = []\n"
-            "for pkg in (profkit.sources, profkit.analysis):\n"
-            "    for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
-            "        if '._bootstrap' in info.name: continue\n"
-            "        importlib.import_module(info.name); names.append(info.name)\n"
-            "wanted = {'profkit.sources.' + m for m in ('capture', 'logs', 'cache', 'engines', 'autocapture', 'datadir')}\n"
-            "assert wanted <= set(names), sorted(wanted - set(names))\n"
-            "assert 'matplotlib' not in sys.modules, 'imported matplotlib'\n"
-            "print(len(names))")
-    done = subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, capture_output=True, text=True)
-    assert int(done.stdout) >= 20

@@ -1,6 +1,6 @@
 """Where FlashInfer serves what each study policy tuned (real AutoTuner on the CPU, profkit.testing).
 
-``profkit step``'s v2 states time their steps inside ``policy_study.serving_context``: winners tuned
+``profkit step``'s v2 states time their steps inside ``contexts.serving_context``: winners tuned
 under ``autotune_v2(persistent_cache=False, measurement_policy=...)`` are not served by bare calls.
 """
 
@@ -10,7 +10,7 @@ import flashinfer
 import pytest
 
 from profkit import testing as T
-from profkit.bench.policy_study import POLICIES, serving_context, tuning_context
+from profkit.bench.contexts import POLICIES, serving_context, tuning_context
 
 pytestmark = pytest.mark.skipif(not hasattr(flashinfer, "autotune_v2"), reason="autotune_v2 is 0.7-only")
 

@@ -1,11 +1,9 @@
-"""The tables' schema, the lossless parquet round trip, the layering, and what the tables print."""
+"""The tables' schema, the lossless parquet round trip, and what the tables print."""
 
 from __future__ import annotations
 
 import math
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -63,25 +61,6 @@ def test_load_stacks_run_directories(tmp_path):
         profkit.load(tmp_path / "r0" / "nothing")
 
 
-def test_sources_and_analysis_never_import_plotting():
-    """Every module under profkit/sources and profkit/analysis, found on disk, imported in a fresh interpreter:
-    the data flows one way (sources -> schema -> analysis -> views), so none of them loads matplotlib."""
-    code = """
-import importlib, pkgutil, sys
-import profkit.analysis, profkit.sources
-names = [m.name for pkg in (profkit.sources, profkit.analysis)
-         for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
-for name in names:
-    importlib.import_module(name)
-    assert "matplotlib" not in sys.modules, f"{name} imported matplotlib"
-print(len(names))
-"""
-    env = {k: v for k, v in os.environ.items() if k != "PROFKIT_CAPTURE"}  # the start-up shim stays idle
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert int(done.stdout) >= 35  # every module, not a few
-
-
 # -- what a user reads first: winners' columns and the reprs ---------------------------------------------
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden"
 
@@ -90,6 +69,44 @@ def test_winners_lead_with_what_a_user_reads_and_end_with_ids():
     cols = schema.columns("winners")
     assert cols[:8] == ("op", "profile", "bucket", "runner", "tactic", "time_ms", "default_time_ms", "speedup")
     assert cols[-3:] == ("run_id", "rank", "call")
+
+
+# The column groups one frame holds: a table's own, then one reader's extras (read_bench adds two groups).
+_EXTRAS = [g for g in schema.GROUPS if "." in g and not g.startswith("bench.")]
+FRAMES = ([(g,) for g in schema.GROUPS if "." not in g] + [(g.partition(".")[0], g) for g in _EXTRAS]
+          + [("bench", "bench.engines", "bench.step")])
+
+
+@pytest.mark.parametrize("groups", FRAMES, ids="+".join)
+def test_a_frame_never_holds_two_columns_of_one_name(groups):
+    names = [c.name for group in groups for c in schema.columns_of(group)]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def test_every_group_is_in_a_frame_and_a_name_has_one_dtype_wherever_registered():
+    assert {g for groups in FRAMES for g in groups} == set(schema.GROUPS)
+    dtypes = {}
+    for group in schema.GROUPS:
+        for column in schema.columns_of(group):
+            dtypes.setdefault(column.name, set()).add(column.dtype)
+    assert {name: found for name, found in dtypes.items() if len(found) > 1} == {}
+
+
+def test_describe_lists_a_tables_own_columns_then_each_readers_extras():
+    described = schema.describe("winners")
+    assert list(dict.fromkeys(described["group"])) == ["winners", "winners.log", "winners.cache"]
+    assert tuple(described.loc[described["group"] == "winners", "column"]) == schema.columns("winners")
+    covered = sum(len(schema.describe(g)) for g in schema.GROUPS if "." not in g)
+    assert covered == sum(len(schema.columns_of(g)) for g in schema.GROUPS)
+    cache = described[described["group"] == "winners.cache"].iloc[0]
+    assert schema.columns_of("winners.cache")[0] == schema.Column(*cache[["column", "dtype", "meaning", "group"]])
+
+
+def test_unknown_tables_and_groups_are_named():
+    with pytest.raises(ProfkitError, match="unknown table 'winners.log'; profkit's tables are candidates, winners"):
+        schema.empty("winners.log")
+    with pytest.raises(ProfkitError, match="unknown column group 'bench.sglang'; profkit's groups are candidates"):
+        schema.columns_of("bench.sglang")
 
 
 def test_speedup_is_derived_from_the_two_times_and_recomputed(tmp_path):

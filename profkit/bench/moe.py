@@ -27,6 +27,8 @@ import torch
 
 from profkit import schema
 from profkit.analysis.verify import verify_plan
+from profkit.bench.contexts import load_cache
+from profkit.bench.gemm import observe_choices
 from profkit.bench.graphs import graph_replay_ms
 from profkit.bench.routing import Routing, route
 from profkit.bench.steer import Steering, tactic_from_text
@@ -134,11 +136,9 @@ def verify_moe(layer: MoeLayer, tables: schema.Tables, *, routings, sizes, top_k
     ``imbalance`` (max / mean tokens per expert) and ``tokens_per_expert_max``. ``cache``: a
     FlashInfer cache file loaded before timing, for ``cache_choice`` (what the tuned op runs at M).
     """
-    from profkit.bench.verify import _load_cache
-
     plan = verify_plan(tables.candidates, tables.winners, sizes=sizes, top_k=top_k)
     plan = plan[plan["op"] == OP]
-    cache_loaded = _load_cache(cache)
+    cache_loaded = load_cache(cache)
     rows, seconds = [], {}
     for name in routings:
         started = time.perf_counter()
@@ -189,8 +189,6 @@ def _time_at(layer: MoeLayer, routing: Routing, plan: pd.DataFrame, *, replays: 
 
 def _cache_choice(layer: MoeLayer, inputs: tuple) -> dict:
     """What FlashInfer's own lookup runs for these inputs (the loaded cache, no steering)."""
-    from profkit.bench.gemm import observe_choices
-
     x, ids, scales, out = inputs
     with observe_choices() as seen:
         layer.forward(x, ids, scales, out)

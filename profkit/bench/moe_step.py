@@ -24,9 +24,12 @@ from pathlib import Path
 
 import torch
 
+from profkit.bench.gemm import observe_choices
 from profkit.bench.graphs import captured_graph, replay_ms
 from profkit.bench.moe import MoeLayer
-from profkit.bench.step import DECODE_SIZES, FILE_STATES, PREFILL_SIZES, DecoderStack, picks_text, step_row_base
+from profkit.bench.routing import imbalance
+from profkit.bench.step import (DECODE_SIZES, FILE_STATES, PREFILL_SIZES, DecoderStack, _load_cache_files, picks_text,
+                                step_row_base)
 from profkit.models import ModelConfig
 
 MOE_STATES = ("untuned", "tuned", *FILE_STATES)
@@ -112,10 +115,6 @@ def state_labels(states) -> dict[str, str]:
 
 def _time_size(stack: MoeDecoderStack, row: dict, labels: dict, files: dict, *, passes: int, repetitions: int,
                replays: int, log) -> list[dict]:
-    from profkit.bench.gemm import observe_choices
-    from profkit.bench.routing import imbalance
-    from profkit.bench.step import _load_cache_files
-
     phase, tokens = row["phase"], row["tokens"]
     x = torch.randn(tokens, stack.model.hidden_size, device="cuda", dtype=torch.bfloat16)
     ids, _ = stack.route(stack.rmsnorm(x), 0)

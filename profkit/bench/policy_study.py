@@ -3,9 +3,9 @@
 For each op and (N, K) linear of a model: one tuning call at ``--max-m`` (every bucket up to it)
 inside ``profkit.capture`` and ``flashinfer.autotune_v2(persistent_cache=False,
 measurement_policy=...)``, then ``profkit verify`` of that capture at every bucket's own M in the
-same process, so the tuning wall time and the verify time are measured side by side. Policies:
-``autotune`` = FlashInfer's default ``autotune(True)``, ``v2-graph`` = ``MeasurementPolicy(execution_mode="cuda_graph", cold_l2=True)``, ``v2-eager`` =
-``MeasurementPolicy(execution_mode="eager")`` (host cost included).
+same process, so the tuning wall time and the verify time are measured side by side. Policies
+(:mod:`profkit.bench.contexts`): ``autotune`` = FlashInfer's default ``autotune(True)``, ``v2-graph``
+and ``v2-eager`` = ``autotune_v2`` under a CUDA-graph (cold L2) or an eager ``MeasurementPolicy``.
 
 Each (op, policy, shape) lands in ``OUT/<op>-<policy>-<model>-<layer>/`` as ``capture/`` and
 ``verify.parquet``; ``OUT/provenance.json`` has the environment, the command and the timings.
@@ -24,42 +24,7 @@ import time
 import traceback
 from pathlib import Path
 
-POLICIES = ("autotune", "v2-graph", "v2-eager")
-
-
-def _measurement_policy(name: str):
-    from flashinfer.autotune_cache import MeasurementPolicy
-
-    policies = {"v2-graph": MeasurementPolicy(execution_mode="cuda_graph", cold_l2=True),
-                "v2-eager": MeasurementPolicy(execution_mode="eager")}
-    if name not in policies:
-        raise ValueError(f"policy must be one of {POLICIES}, got {name!r}")
-    return policies[name]
-
-
-def tuning_context(name: str):
-    """The tuning context of a study policy: FlashInfer's ``autotune(True)`` or ``autotune_v2``."""
-    import flashinfer
-
-    if name == "autotune":
-        return flashinfer.autotune(True)
-    return flashinfer.autotune_v2(mode="tune", persistent_cache=False, measurement_policy=_measurement_policy(name))
-
-
-def serving_context(name: str):
-    """Where a policy's in-memory winners are served: ``autotune_v2(mode="replay")`` with the same policy.
-
-    FlashInfer keeps winners tuned under an explicit MeasurementPolicy without a store in a partition
-    of that policy (``AutoTuner._winner_cache``): bare calls after the tuning context read the v1
-    cache and run the default. ``autotune`` winners are served bare.
-    """
-    import contextlib
-
-    import flashinfer
-
-    if name == "autotune":
-        return contextlib.nullcontext()
-    return flashinfer.autotune_v2(mode="replay", persistent_cache=False, measurement_policy=_measurement_policy(name))
+from profkit.bench.contexts import POLICIES, tuning_context
 
 
 def main(argv: list[str] | None = None) -> int:

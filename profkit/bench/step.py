@@ -32,7 +32,8 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from profkit.bench.gemm import observe_choices
+from profkit.bench.contexts import serving_context, tuning_context
+from profkit.bench.gemm import enable_bf16_auto_on_sm90, observe_choices
 from profkit.bench.graphs import graph_replay_ms
 from profkit.models import Linear, ModelConfig, linear_layers
 
@@ -164,8 +165,6 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
     model = load_model(model_name)
     flags = []
     if dtype == "bf16":
-        from profkit.bench.gemm import enable_bf16_auto_on_sm90
-
         flags.append(enable_bf16_auto_on_sm90())  # mm_bf16(backend="auto") raises on SM90 without it
     stack = DecoderStack(model, dtype, layers=layers, kv_len=kv_len, max_batch=max(decode_sizes))
     base = step_row_base(out, model_name, dtype, flags=flags, layers=layers, kv_len=kv_len)
@@ -249,8 +248,6 @@ def _tuning_context(state: str, out, plan_kwargs: dict):
     import flashinfer
 
     if state in V2_STATES:
-        from profkit.bench.policy_study import tuning_context
-
         return tuning_context(state)
     return flashinfer.autotune(True, cache=str(out / "cache.json"), **(plan_kwargs if state == "planned" else {}))
 
@@ -260,8 +257,6 @@ def _serving_context(state: str):
     import contextlib
 
     if state in V2_STATES:
-        from profkit.bench.policy_study import serving_context
-
         return serving_context(state)
     return contextlib.nullcontext()
 

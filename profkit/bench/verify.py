@@ -25,6 +25,7 @@ from profkit import schema
 from profkit.analysis.verify import verify_plan
 from profkit.bench import gemm as G
 from profkit.bench import moe
+from profkit.bench.contexts import load_cache
 from profkit.bench.graphs import graph_replay_ms
 from profkit.bench.routing import default_routings
 from profkit.bench.step import DECODE_SIZES, PREFILL_SIZES
@@ -79,7 +80,7 @@ def verify_capture(capture_dir: Path, *, cache: Path | None, top_k: int = 5, rep
             G.enable_bf16_auto_on_sm90()
         rotate = _rotation(op, int(n), int(k), l2_bytes)
         gemm = G.make_gemm(op, int(n), int(k), copies=rotate)
-        cache_loaded = _load_cache(cache)
+        cache_loaded = load_cache(cache)
         started = time.perf_counter()
         for m, at_m in shape_plan.groupby("m", sort=True):
             choice = _cache_choice(gemm, int(m)) if cache_loaded else {}
@@ -105,15 +106,6 @@ def _rotation(op: str, n: int, k: int, l2_bytes: int) -> int:
     """Calls per graph so that their distinct weights alone exceed twice the L2 (at least 4)."""
     weight_bytes = n * k * (1 if op == "fp8_gemm" else 2)
     return max(4, math.ceil(2 * l2_bytes / weight_bytes))
-
-
-def _load_cache(cache: Path | None) -> bool:
-    """Clear FlashInfer's tuned configs and load ``cache``; False when none or FlashInfer refuses it."""
-    from flashinfer.autotuner import AutoTuner
-
-    tuner = AutoTuner.get()
-    tuner.clear_cache()
-    return bool(cache) and bool(tuner.load_configs(str(cache)))
 
 
 def _cache_choice(gemm: G.Gemm, m: int) -> dict:

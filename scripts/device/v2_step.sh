@@ -3,7 +3,7 @@
 #   bash scripts/device/v2_step.sh DTYPE OUTDIR [POLICIES]
 # profkit step's v2 states for Llama-3.1-8B in DTYPE, one fresh process per policy (default
 # "v2-graph v2-eager"): untuned, then the v2 tuning pass and its steps, timed inside
-# autotune_v2(mode="replay") with the same policy (policy_study.serving_context). Measured (2026-12-04):
+# autotune_v2(mode="replay") with the same policy (profkit.bench.contexts.serving_context). Measured (2026-12-04):
 # about 100-180 s a process; the first process of a dtype on a fresh machine also builds its JIT
 # modules (fp8: about 270 s in all, 216 s of it tuning; bf16: over the 280 s limit, rerun alone with a
 # longer one). Each step row's
