@@ -3,7 +3,7 @@
     .venv/bin/python scripts/moe_targets.py [DATA]
 
 The numbers come from profkit.analysis.moe.model_summary; the all-candidates-failed target runs a
-toy SM90-shaped MoE through FlashInfer's real AutoTuner on this CPU (profkit.testing_moe).
+toy SM90-shaped MoE through FlashInfer's real AutoTuner on this CPU (profkit.testing.moe).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
 
 def _all_failed_status() -> str:
     import profkit
-    from profkit import testing_moe as M
+    from profkit.testing import moe as M
     from profkit.testing import cpu_autotuner
 
     with cpu_autotuner():

@@ -1,6 +1,6 @@
 """MoE-shaped tuning through FlashInfer's real AutoTuner on the CPU: capture, debug log, report, explorer.
 
-The toy runners and TuningConfigs (profkit.testing_moe) have the shape of FlashInfer's fused MoE:
+The toy runners and TuningConfigs (profkit.testing.moe) have the shape of FlashInfer's fused MoE:
 several inputs tied on the token dimension, a ConstraintSpec, ``[tile_n, config]`` list tactics,
 gemm1/gemm2 ``choose_one`` calls with ``gemm_idx``, and ``rank_tactics`` inside a runner.
 Public MoE log lines found on GitHub are read under tests/data/log_moe_public (see SOURCE.md there).
@@ -20,7 +20,7 @@ from flashinfer.jit.core import logger as flashinfer_logger
 import profkit
 from conftest import TEST_DATA
 from profkit import testing as T
-from profkit import testing_moe as M
+from profkit.testing import moe as M
 from profkit import views
 from profkit.views import report
 from profkit.sources.datadir import read_datadir

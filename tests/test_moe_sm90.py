@@ -1,5 +1,5 @@
 """FlashInfer's SM90 CuTe-DSL fused MoE, on the CPU: an MoE-shaped runner with nested-tuple tactics
-(profkit.testing_moe.ToySm90MoERunner) through the real AutoTuner, and the MoE analysis on the shipped
+(profkit.testing.moe.ToySm90MoERunner) through the real AutoTuner, and the MoE analysis on the shipped
 H200 data (data/h200-moe).
 
 Capture and decoding, the steering of verify, repair files through FlashInfer's own load_configs
@@ -23,7 +23,7 @@ import profkit
 import profkit.cli
 from conftest import DATA
 from profkit import schema
-from profkit import testing_moe as M
+from profkit.testing import moe as M
 from profkit.analysis import decode_tactic, moe, tactic_words, winner_card
 from profkit.analysis._frames import gemm_shape, moe_shape
 from profkit.analysis.failures import tuning_failures

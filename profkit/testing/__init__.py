@@ -8,6 +8,7 @@ method's per-candidate debug line),
 FlashInfer's profile generation, caching and winner selection run for real.
 
 Used by profkit's tests, its benchmarks, and by anyone who wants to try profkit without a GPU.
+MoE-shaped runners and TuningConfigs are in :mod:`profkit.testing.moe`.
 """
 
 from __future__ import annotations
