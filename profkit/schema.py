@@ -25,8 +25,28 @@ import pandas as pd
 
 from profkit.errors import ProfkitError, SchemaError
 
-# (column, pandas dtype, meaning). Sources may add further columns; these are required.
-_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One column a profkit frame can hold (see :func:`describe`).
+
+    Attributes:
+        name: the column's name; one frame never holds two columns of one name.
+        dtype: its pandas dtype.
+        meaning: what its values are, units included.
+        group: the table's name for a table's own (required) columns; ``<table>.<source>`` for the
+            columns a source adds after them, e.g. ``winners.cache`` (what ``read_cache`` adds).
+    """
+
+    name: str
+    dtype: str
+    meaning: str
+    group: str
+
+
+# The column registry: (column, pandas dtype, meaning) per group (see Column.group), in frame order.
+# A new column goes here, in its group.
+_GROUPS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "candidates": (
         ("run_id", "string", "run that recorded the row (see the runs table)"),
         ("rank", "Int64", "tensor-parallel rank of the process, when known"),
@@ -179,8 +199,115 @@ _COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("missing", "string", "fields the block should have had but did not, comma-separated"),
         ("raw", "string", "the text (or JSON) the row was read from"),
     ),
+    # read_log adds these after each table's own columns.
+    "candidates.log": (
+        ("runner_id", "string", "the runner object's address in its repr: one per runner per process"),
+        ("file", "string", "the log's name (unique among the logs read together)"),
+        ("line", "Int64", "line of the candidate's record in the log"),
+        ("bucket_rule", "string", "how bucket was read from the profile (profkit.sources.cache.add_buckets)"),
+    ),
+    "winners.log": (
+        ("file", "string", "the log's name"),
+        ("line", "Int64", "line of the 'profiling chosen runner' record; empty for OOM fallbacks"),
+        ("shapes", "string", "opt shapes of a profile an OOM-aborted call never reached"),
+        ("bucket_rule", "string", "how bucket was read from the profile or shapes"),
+    ),
+    "tuning.log": (
+        ("shapes", "string", "a profile's opt shapes as its candidate lines print them"),
+        ("n_skipped", "Int64", "tactics FlashInfer skipped as unsupported ('Skipped N unsupported tactic(s)')"),
+        ("bar_elapsed_s", "float64", "the call's tqdm bar's elapsed time"),
+        ("n_profiles", "Int64", "profiles the call generated (or the tqdm bar's total)"),
+        ("n_profiled", "Int64", "profiles with candidates or a winner line"),
+    ),
+    "runs.log": (
+        ("file", "string", "the log's name"),
+        ("path", "string", "the log's path as given (empty for text)"),
+        ("stream", "string", "the line prefix naming the process ('' for none)"),
+        ("pid", "Int64", "process id from the line prefix"),
+        ("rank", "Int64", "rank from the line prefix"),
+        ("ended_at", "string", "local time of the last record read one by one (candidate and repeated lines aside)"),
+        ("first_line", "Int64", "the run's first line in the file"),
+        ("last_line", "Int64", "the run's last line in the file"),
+    ),
+    # read_cache adds these after the winners table's own.
+    "winners.cache": (
+        ("pp_rank", "Int64", "pipeline-parallel rank, from rank_tp{t}_pp{p}_dp{d}.json (rank is the TP rank)"),
+        ("dp_rank", "Int64", "data-parallel rank, from the same file name"),
+        ("key", "string", "FlashInfer's file key text"),
+        ("cache_format", "string", "v1 or v2"),
+        ("problem", "string", "empty, or why FlashInfer would not use the entry as stored"),
+        ("policy", "string", "the stored profiling policy as JSON text"),
+        ("cuda_graph_profile_replays", "Int64", "CUDA graph replays per timing, from the policy"),
+        ("l2_cache_policy", "string", "hot or cold, from the policy"),
+        ("file", "string", "where the entry is: the v1 file or the v2 entry"),
+        ("bucket_rule", "string", "how bucket was read from the profile (add_buckets)"),
+    ),
+    # read_bench adds these after the bench table's own: first what SGLang, vLLM and lm-eval outputs hold,
+    "bench.engines": (
+        ("complete", "boolean", "the block's closing line (or the whole JSON record) was seen"),
+        ("unread_lines", "string", "lines inside the block that matched no known label, comma-separated"),
+        ("failed_requests", "Int64", "failed requests (vLLM >= 0.12)"),
+        ("num_prompts", "Int64", "prompts asked for (vLLM JSON)"),
+        ("total_input_text_tokens", "Int64", "text part of the input tokens (SGLang >= 0.5.4)"),
+        ("total_input_vision_tokens", "Int64", "vision part of the input tokens (SGLang >= 0.5.4)"),
+        ("total_output_tokens_retokenized", "Int64", "generated text re-encoded by the client tokenizer (SGLang)"),
+        ("peak_output_tok_s", "float64", "most output tokens (streamed chunks) in any 1 s bucket"),
+        ("peak_concurrent_requests", "Int64", "most requests in flight in any 1 s bucket"),
+        ("concurrency", "float64", "average requests in flight: sum of E2E latency / duration (SGLang)"),
+        ("accept_length", "float64", "speculative decoding: average accepted tokens per step"),
+        ("request_goodput", "float64", "requests per second meeting the --goodput SLOs"),
+        ("max_itl_ms", "float64", "largest inter-token latency (SGLang text only)"),
+        ("cache_hit_rate_pct", "float64", "prefix cache hit rate, --cache-report (SGLang >= 0.5.14 text)"),
+        *((f"std_{m}_ms", "float64", f"standard deviation of {m} (JSON only)") for m in ("ttft", "tpot", "itl", "e2e")),
+        ("dataset_name", "string", "benchmark dataset (SGLang JSONL)"),
+        ("random_input_len", "Int64", "--random-input-len (SGLang JSONL)"),
+        ("random_output_len", "Int64", "--random-output-len (SGLang JSONL)"),
+        ("attention_backend", "string", "server's attention backend (SGLang server_info)"),
+        ("engine_version", "string", "engine version (SGLang server_info)"),
+        ("metadata", "string", "user-given run metadata as JSON text (vLLM --metadata, SGLang --tag)"),
+        ("batch_size", "Int64", "static batch size (SGLang bench_one_batch)"),
+        ("prefill_latency_s", "float64", "prefill latency of the batch (bench_one_batch)"),
+        ("prefill_tok_s", "float64", "prefill throughput (bench_one_batch)"),
+        ("decode_latency_s", "float64", "median decode step latency (bench_one_batch)"),
+        ("decode_tok_s", "float64", "median decode throughput (bench_one_batch)"),
+        ("total_latency_s", "float64", "prefill + decode latency of the batch (bench_one_batch)"),
+        ("lm_eval_section", "string", "tasks or groups: the lm-eval table (or JSON key) the row is in"),
+        ("task_alias", "string", "lm-eval task alias (JSON)"),
+        ("task_depth", "Int64", "lm-eval subtask indentation depth (table)"),
+        ("task_version", "string", "lm-eval task version"),
+        ("n_shot", "Int64", "lm-eval few-shot count"),
+        ("higher_is_better", "boolean", "lm-eval: whether a larger metric value is better"),
+        ("base_url", "string", "lm-eval model_args base_url: the serving endpoint evaluated"),
+    ),
+    # then what profkit step records (profkit/bench/step.py) hold.
+    "bench.step": (
+        ("dtype", "string", "profkit step: GEMM dtype, bf16 or fp8"),
+        ("phase", "string", "profkit step: decode or prefill"),
+        ("tokens", "Int64", "profkit step: tokens in the step (decode batch, prefill chunk): the GEMMs' M"),
+        ("state", "string", "profkit step: untuned, tuned, planned, v2-graph, v2-eager, cache, advised, repaired "
+                            "or torch"),
+        ("step_ms", "float64", "profkit step: time of one step (median of graph replays)"),
+        ("repetition", "Int64", "profkit step: repetition index"),
+        ("series", "string", "profkit step: the timed series, the record's own label (= state; MoE models: a state "
+                             "given twice is timed again as untuned-2, an A/A pair)"),
+        ("pass", "Int64", "profkit step (MoE models): interleaved pass; every series' graph is replayed once per pass"),
+        ("imbalance", "float64", "profkit step (MoE models): the router's max / mean tokens per expert, first layer"),
+        ("layers", "Int64", "profkit step: decoder layers built"),
+        ("kv_len", "Int64", "profkit step: KV cache length per sequence in decode"),
+        ("attention", "string", "profkit step: attention implementation"),
+        ("tuning_s", "float64", "profkit step: wall seconds of the tuning pass (tuned, planned, v2 states)"),
+        ("picks", "string", "profkit step: FlashInfer's (runner, tactic) for each linear of the timed graph, "
+                            "e.g. 'qkv=CublasFp8GemmRunner:-1 o=...'; empty for torch"),
+        ("flags", "string", "profkit step: FlashInfer private switches set for the run"),
+        ("error", "string", "profkit step: why a size was not timed; empty when it was"),
+        ("run_id", "string", "profkit step: profkit run id of the process"),
+        *((name, "string", f"profkit step provenance: {name}") for name in (
+            "gpu", "driver", "cuda", "torch", "flashinfer", "cudnn", "cublas", "host", "command")),
+    ),
 }
-
+_REGISTRY = {group: tuple(Column(*spec, group) for spec in specs) for group, specs in _GROUPS.items()}
+# Every column group: the tables (candidates, ..., bench), then the sources' extras (candidates.log, ...).
+GROUPS = tuple(_REGISTRY)
 
 
 def _ratio(frame: pd.DataFrame, numerator: str, denominator: str) -> pd.Series:
@@ -203,17 +330,39 @@ TABLES = ("candidates", "winners", "tuning", "runs")
 
 def columns(table: str) -> tuple[str, ...]:
     """Names of the required columns of ``table``."""
-    return tuple(name for name, _, _ in _spec(table))
+    return tuple(c.name for c in _spec(table))
+
+
+def columns_of(group: str) -> tuple[Column, ...]:
+    """The registered columns of ``group`` (one of :data:`GROUPS`), in frame order."""
+    try:
+        return _REGISTRY[group]
+    except KeyError:
+        raise ProfkitError(f"unknown column group {group!r}; profkit's groups are {', '.join(GROUPS)}") from None
+
+
+def dtypes_of(*groups: str) -> dict[str, str]:
+    """``{column: dtype}`` of ``groups``' columns in order, e.g. for :func:`conform_columns`."""
+    return {c.name: c.dtype for group in groups for c in columns_of(group)}
 
 
 def describe(table: str) -> pd.DataFrame:
-    """The documented columns of ``table``: name, dtype and meaning (for README and notebooks)."""
-    return pd.DataFrame(_spec(table), columns=["column", "dtype", "meaning"])
+    """The columns a ``table`` frame can hold, for docs and notebooks.
+
+    Returns:
+        One row per registered column: ``column``, ``dtype``, ``meaning`` and ``group`` (the
+        table's name for its own, required columns, first; then ``<table>.<source>`` for those a
+        source adds after them, e.g. ``winners.cache`` from ``read_cache``).
+    """
+    _spec(table)  # an unknown table raises
+    rows = [dataclasses.astuple(c) for group in GROUPS if group.partition(".")[0] == table
+            for c in columns_of(group)]
+    return pd.DataFrame(rows, columns=["column", "dtype", "meaning", "group"])
 
 
 def empty(table: str) -> pd.DataFrame:
     """An empty frame with the columns and dtypes of ``table``."""
-    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype, _ in _spec(table)})
+    return pd.DataFrame({c.name: pd.Series(dtype=c.dtype) for c in _spec(table)})
 
 
 def frame(table: str, rows: Iterable[Mapping]) -> pd.DataFrame:
@@ -222,7 +371,7 @@ def frame(table: str, rows: Iterable[Mapping]) -> pd.DataFrame:
     if not rows:
         return empty(table)
     df = pd.DataFrame.from_records(rows)
-    for name, dtype, _ in _spec(table):
+    for name in columns(table):
         if name not in df.columns:
             df[name] = pd.Series([None] * len(df), index=df.index, dtype="object")
     return conform(df, table)
@@ -239,8 +388,8 @@ def conform(df: pd.DataFrame, table: str) -> pd.DataFrame:
         df = df.assign(**derived)
     required = columns(table)
     out = df[list(required) + [c for c in df.columns if c not in required]]
-    converted = {name: as_dtype(out[name], dtype, table) for name, dtype, _ in _spec(table)
-                 if str(out[name].dtype) != dtype}
+    converted = {c.name: as_dtype(out[c.name], c.dtype, table) for c in _spec(table)
+                 if str(out[c.name].dtype) != c.dtype}
     return (out.assign(**converted) if converted else out).reset_index(drop=True)
 
 
@@ -262,11 +411,12 @@ def validate(df: pd.DataFrame, table: str) -> None:
         raise SchemaError(f"missing columns {', '.join(missing)}", table=table, columns=missing)
 
 
-def _spec(table: str):
-    try:
-        return _COLUMNS[table]
-    except KeyError:
-        raise ProfkitError(f"unknown table {table!r}; profkit's tables are {', '.join(_COLUMNS)}") from None
+def _spec(table: str) -> tuple[Column, ...]:
+    """The required columns of ``table``."""
+    if "." in table or table not in _REGISTRY:
+        tables = ", ".join(g for g in GROUPS if "." not in g)
+        raise ProfkitError(f"unknown table {table!r}; profkit's tables are {tables}")
+    return _REGISTRY[table]
 
 
 def as_dtype(series: pd.Series, dtype: str, table: str = "") -> pd.Series:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from profkit import schema
 from profkit.errors import ParseError, ProfkitError
-from profkit.sources.engines import (EXTRA_COLUMNS, FORMATS, read_bench, read_step, read_lmeval_json, read_lmeval_table,
+from profkit.sources.engines import (FORMATS, read_bench, read_step, read_lmeval_json, read_lmeval_table,
                                      read_sglang_jsonl, read_sglang_one_batch, read_sglang_text, read_vllm_json,
                                      read_vllm_text)
 
@@ -108,7 +108,7 @@ def test_sample_is_detected_and_matches_its_explicit_reader(name):
     assert set(found["label"]) == {"run-a"}
     assert found["raw"].str.len().gt(0).all()
     schema.validate(found, "bench")
-    assert list(found.columns) == list(schema.columns("bench")) + [c for c, _, _ in EXTRA_COLUMNS]
+    assert list(found.columns) == list(schema.dtypes_of("bench", "bench.engines", "bench.step"))
     pd.testing.assert_frame_equal(EXPLICIT[fmt](path(name), label="run-a"), found)
 
 

@@ -353,16 +353,15 @@ def test_bulk_tables_equal_one_line_at_a_time_and_the_golden_digests(monkeypatch
     assert differing == [], differing
 
 
-def test_extra_column_specs_describe_the_log_and_cache_tables():
-    """docs/schema.md lists the readers' extra columns from these specs: they must be the tables' own."""
+def test_extra_column_groups_describe_the_log_and_cache_tables():
+    """docs/schema.md lists the readers' extra columns from the schema's groups: they must be the tables' own."""
     from profkit import schema
-    from profkit.sources import cache
-    from profkit.sources.logs import tables
 
-    def check(frame, table, extras):
-        assert list(frame.columns) == [*schema.columns(table), *(name for name, _, _ in extras)]
-        assert [str(frame[name].dtype) for name, _, _ in extras] == [dtype for _, dtype, _ in extras]
+    def check(frame, table, group):
+        extras = schema.dtypes_of(group)
+        assert list(frame.columns) == [*schema.columns(table), *extras]
+        assert {name: str(frame[name].dtype) for name in extras} == extras
 
-    for table, extras in tables.EXTRA_COLUMNS.items():
-        check(getattr(FULL, table), table, extras)
-    check(profkit.read_cache(TEST_DATA / "cache_metadata_mismatch").winners, "winners", cache.EXTRA_COLUMNS["winners"])
+    for table in ("candidates", "winners", "tuning", "runs"):
+        check(getattr(FULL, table), table, f"{table}.log")
+    check(profkit.read_cache(TEST_DATA / "cache_metadata_mismatch").winners, "winners", "winners.cache")

@@ -52,20 +52,6 @@ _NOT_A_CACHE = ('not a FlashInfer cache file (expected a JSON object with "_meta
                 '"(op, runner, profile, extras)" keys, or a v2 store directory)')
 _RANK_FILE = re.compile(r"rank_tp(?P<tp>\d+)_pp(?P<pp>\d+)_dp(?P<dp>\d+)\.json$")
 
-# Columns read_cache adds to winners after the schema's, in order: (name, dtype, meaning).
-EXTRA_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {"winners": (
-    ("pp_rank", "Int64", "pipeline-parallel rank, from rank_tp{t}_pp{p}_dp{d}.json (rank is the TP rank)"),
-    ("dp_rank", "Int64", "data-parallel rank, from the same file name"),
-    ("key", "string", "FlashInfer's file key text"),
-    ("cache_format", "string", "v1 or v2"),
-    ("problem", "string", "empty, or why FlashInfer would not use the entry as stored"),
-    ("policy", "string", "the stored profiling policy as JSON text"),
-    ("cuda_graph_profile_replays", "Int64", "CUDA graph replays per timing, from the policy"),
-    ("l2_cache_policy", "string", "hot or cold, from the policy"),
-    ("file", "string", "where the entry is: the v1 file or the v2 entry"),
-    ("bucket_rule", "string", "how bucket was read from the profile (add_buckets)"),
-)}
-
 # Ops whose DynamicTensorSpec is (input 0, dim -2) in 0.7.2 (GB:1933, GB:2132, ...): M of the GEMM.
 _GEMM_OPS = frozenset({"fp8_gemm", "bf16_gemm", "fp4_gemm", "mxfp8_gemm", "trtllm_low_latency_gemm"})
 
@@ -273,9 +259,9 @@ def read_cache(path, *, strict: bool = False) -> schema.Tables:
     frame = schema.frame("winners", winners)
     if len(frame):
         frame = add_buckets(frame).sort_values(["run_id", "op", "bucket", "runner"], kind="stable")
-    extras = EXTRA_COLUMNS["winners"]
-    frame = frame.reindex(columns=list(dict.fromkeys([*frame.columns, *(name for name, _, _ in extras)])))
-    for column, dtype, _ in extras:
+    extras = schema.dtypes_of("winners.cache")
+    frame = frame.reindex(columns=list(dict.fromkeys([*frame.columns, *extras])))
+    for column, dtype in extras.items():
         frame[column] = frame[column].astype(dtype)
     return schema.Tables(candidates=schema.empty("candidates"), winners=frame.reset_index(drop=True),
                          tuning=schema.empty("tuning"), runs=schema.frame("runs", runs))

@@ -13,9 +13,9 @@ import pandas as pd
 
 from profkit.errors import ProfkitError
 from profkit.sources.engines import _serving, lmeval, sglang, step, vllm
-from profkit.sources.engines._common import EXTRA_COLUMNS, Source, collect, json_records
+from profkit.sources.engines._common import Source, collect, json_records
 
-__all__ = ["EXTRA_COLUMNS", "FORMATS", "read_bench", "read_lmeval_json", "read_lmeval_table", "read_sglang_jsonl",
+__all__ = ["FORMATS", "read_bench", "read_lmeval_json", "read_lmeval_table", "read_sglang_jsonl",
            "read_sglang_one_batch", "read_sglang_text", "read_step", "read_vllm_json", "read_vllm_text"]
 
 # format -> (reader of one source, what it expects, for error messages)
@@ -72,8 +72,9 @@ def read_bench(path_or_text, *, format: str | None = None, label: str = "", stri
         ``request_rate`` (req/s, inf = all at once), ``max_concurrency``, the request counts,
         ``duration_s``, token totals, throughputs (``*_tok_s``), latencies
         (``{mean,median,p90,p95,p99}_{ttft,tpot,itl,e2e}_ms``), ``task``/``metric``/``value``/
-        ``value_stderr`` for lm-eval, ``missing`` and ``raw``; then :data:`EXTRA_COLUMNS`
-        (``complete``, ``unread_lines``, ``concurrency``, ``accept_length``, ...).
+        ``value_stderr`` for lm-eval, ``missing`` and ``raw``; then the ``bench.engines`` extras
+        (``complete``, ``unread_lines``, ``concurrency``, ``accept_length``, ...) and the
+        ``bench.step`` ones (``profkit.schema.columns_of``).
 
     Raises:
         ParseError: naming the file and line, when no input holds anything readable (or, with

@@ -22,65 +22,8 @@ from profkit import schema
 from profkit.errors import ParseError
 from profkit.sources.inputs import LONE_SURROGATE, Input, as_float, as_int, boundary, inputs_of, without_surrogates
 
-# Columns the engine readers add beside the bench table's own: (name, dtype, meaning).
-EXTRA_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("complete", "boolean", "the block's closing line (or the whole JSON record) was seen"),
-    ("unread_lines", "string", "lines inside the block that matched no known label, comma-separated"),
-    ("failed_requests", "Int64", "failed requests (vLLM >= 0.12)"),
-    ("num_prompts", "Int64", "prompts asked for (vLLM JSON)"),
-    ("total_input_text_tokens", "Int64", "text part of the input tokens (SGLang >= 0.5.4)"),
-    ("total_input_vision_tokens", "Int64", "vision part of the input tokens (SGLang >= 0.5.4)"),
-    ("total_output_tokens_retokenized", "Int64", "generated text re-encoded by the client tokenizer (SGLang)"),
-    ("peak_output_tok_s", "float64", "most output tokens (streamed chunks) in any 1 s bucket"),
-    ("peak_concurrent_requests", "Int64", "most requests in flight in any 1 s bucket"),
-    ("concurrency", "float64", "average requests in flight: sum of E2E latency / duration (SGLang)"),
-    ("accept_length", "float64", "speculative decoding: average accepted tokens per step"),
-    ("request_goodput", "float64", "requests per second meeting the --goodput SLOs"),
-    ("max_itl_ms", "float64", "largest inter-token latency (SGLang text only)"),
-    ("cache_hit_rate_pct", "float64", "prefix cache hit rate, --cache-report (SGLang >= 0.5.14 text)"),
-    *((f"std_{m}_ms", "float64", f"standard deviation of {m} (JSON only)") for m in ("ttft", "tpot", "itl", "e2e")),
-    ("dataset_name", "string", "benchmark dataset (SGLang JSONL)"),
-    ("random_input_len", "Int64", "--random-input-len (SGLang JSONL)"),
-    ("random_output_len", "Int64", "--random-output-len (SGLang JSONL)"),
-    ("attention_backend", "string", "server's attention backend (SGLang server_info)"),
-    ("engine_version", "string", "engine version (SGLang server_info)"),
-    ("metadata", "string", "user-given run metadata as JSON text (vLLM --metadata, SGLang --tag)"),
-    ("batch_size", "Int64", "static batch size (SGLang bench_one_batch)"),
-    ("prefill_latency_s", "float64", "prefill latency of the batch (bench_one_batch)"),
-    ("prefill_tok_s", "float64", "prefill throughput (bench_one_batch)"),
-    ("decode_latency_s", "float64", "median decode step latency (bench_one_batch)"),
-    ("decode_tok_s", "float64", "median decode throughput (bench_one_batch)"),
-    ("total_latency_s", "float64", "prefill + decode latency of the batch (bench_one_batch)"),
-    ("lm_eval_section", "string", "tasks or groups: the lm-eval table (or JSON key) the row is in"),
-    ("task_alias", "string", "lm-eval task alias (JSON)"),
-    ("task_depth", "Int64", "lm-eval subtask indentation depth (table)"),
-    ("task_version", "string", "lm-eval task version"),
-    ("n_shot", "Int64", "lm-eval few-shot count"),
-    ("higher_is_better", "boolean", "lm-eval: whether a larger metric value is better"),
-    ("base_url", "string", "lm-eval model_args base_url: the serving endpoint evaluated"),
-    # profkit step (profkit/bench/step.py) results
-    ("dtype", "string", "profkit step: GEMM dtype, bf16 or fp8"),
-    ("phase", "string", "profkit step: decode or prefill"),
-    ("tokens", "Int64", "profkit step: tokens in the step (decode batch, prefill chunk): the GEMMs' M"),
-    ("state", "string", "profkit step: untuned, tuned, planned, v2-graph, v2-eager, cache, advised, repaired or torch"),
-    ("step_ms", "float64", "profkit step: time of one step (median of graph replays)"),
-    ("repetition", "Int64", "profkit step: repetition index"),
-    ("series", "string", "profkit step: the timed series, the record's own label (= state; MoE models: a state "
-                         "given twice is timed again as untuned-2, an A/A pair)"),
-    ("pass", "Int64", "profkit step (MoE models): interleaved pass; every series' graph is replayed once per pass"),
-    ("imbalance", "float64", "profkit step (MoE models): the router's max / mean tokens per expert, first layer"),
-    ("layers", "Int64", "profkit step: decoder layers built"),
-    ("kv_len", "Int64", "profkit step: KV cache length per sequence in decode"),
-    ("attention", "string", "profkit step: attention implementation"),
-    ("tuning_s", "float64", "profkit step: wall seconds of the tuning pass (tuned, planned, v2 states)"),
-    ("picks", "string", "profkit step: FlashInfer's (runner, tactic) for each linear of the timed graph, "
-                        "e.g. 'qkv=CublasFp8GemmRunner:-1 o=...'; empty for torch"),
-    ("flags", "string", "profkit step: FlashInfer private switches set for the run"),
-    ("error", "string", "profkit step: why a size was not timed; empty when it was"),
-    ("run_id", "string", "profkit step: profkit run id of the process"),
-    *((name, "string", f"profkit step provenance: {name}") for name in (
-        "gpu", "driver", "cuda", "torch", "flashinfer", "cudnn", "cublas", "host", "command")),
-)
+# The bench frame's extra column groups, in order (see profkit.schema).
+_EXTRAS = ("bench.engines", "bench.step")
 
 _FIXTURE_HEADER = re.compile(r"^# (source|note|command): ")
 
@@ -388,20 +331,19 @@ def _frame_of(item: Input, *, label: str, parse: RowParser, what: str) -> pd.Dat
 
 
 def bench_frame(rows: list[dict]) -> pd.DataFrame:
-    """The bench frame of ``rows``: the schema's columns, then :data:`EXTRA_COLUMNS` in order.
+    """The bench frame of ``rows``: the schema's bench columns, then its ``bench.engines`` and ``bench.step`` extras.
 
     Every value is checked against its column's dtype first (:func:`typed_value`); one that does
     not fit (``"yes"`` for a boolean, 2**70 or ``"abc"`` for a count) is left empty, its column is
     added to the row's ``missing``, and a warning names the file, line and value.
     """
-    dtypes = {**dict(zip(schema.columns("bench"), schema.describe("bench")["dtype"])),
-              **{name: dtype for name, dtype, _ in EXTRA_COLUMNS}}
+    dtypes = schema.dtypes_of("bench", *_EXTRAS)
     for row in rows:
         _check_types(row, dtypes)
     required = schema.columns("bench")
     frame = schema.frame("bench", ({name: row.get(name) for name in required} for row in rows))
     extra = pd.DataFrame({name: pd.array([row.get(name) for row in rows], dtype=dtype)
-                          for name, dtype, _ in EXTRA_COLUMNS})
+                          for name, dtype in schema.dtypes_of(*_EXTRAS).items()})
     return pd.concat([frame, extra], axis=1)
 
 

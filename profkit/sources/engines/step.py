@@ -2,18 +2,18 @@
 
 Each record already carries the bench columns it has (engine ``profkit-step``, model,
 ``output_tok_s`` for decode or ``input_tok_s`` for prefill) plus the step's own fields, which
-land in the "profkit step" extra columns of ``EXTRA_COLUMNS``; nothing is derived here.
+land in the schema's ``bench.step`` columns; nothing is derived here.
 """
 
 from __future__ import annotations
 
 from profkit import schema
-from profkit.sources.engines._common import EXTRA_COLUMNS, Record, Source, json_records, rows_of
+from profkit.sources.engines._common import Record, Source, json_records, rows_of
 
 ENGINE = "profkit-step"
 
 _BENCH = set(schema.columns("bench"))
-_STEP = {name for name, _, meaning in EXTRA_COLUMNS if meaning.startswith("profkit step")}
+_STEP = set(schema.dtypes_of("bench.step"))
 
 
 def is_step(record: Record) -> bool:

@@ -12,38 +12,6 @@ from profkit.sources.cache import add_buckets
 from profkit.sources.logs import grammar as g
 from profkit.sources.logs.reader import Reader
 
-# Columns the log adds to each table after the schema's: (name, dtype, meaning).
-EXTRA_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "candidates": (
-        ("runner_id", "string", "the runner object's address in its repr: one per runner per process"),
-        ("file", "string", "the log's name (unique among the logs read together)"),
-        ("line", "Int64", "line of the candidate's record in the log"),
-        ("bucket_rule", "string", "how bucket was read from the profile (profkit.sources.cache.add_buckets)"),
-    ),
-    "winners": (
-        ("file", "string", "the log's name"),
-        ("line", "Int64", "line of the 'profiling chosen runner' record; empty for OOM fallbacks"),
-        ("shapes", "string", "opt shapes of a profile an OOM-aborted call never reached"),
-        ("bucket_rule", "string", "how bucket was read from the profile or shapes"),
-    ),
-    "tuning": (
-        ("shapes", "string", "a profile's opt shapes as its candidate lines print them"),
-        ("n_skipped", "Int64", "tactics FlashInfer skipped as unsupported ('Skipped N unsupported tactic(s)')"),
-        ("bar_elapsed_s", "float64", "the call's tqdm bar's elapsed time"),
-        ("n_profiles", "Int64", "profiles the call generated (or the tqdm bar's total)"),
-        ("n_profiled", "Int64", "profiles with candidates or a winner line"),
-    ),
-    "runs": (
-        ("file", "string", "the log's name"),
-        ("path", "string", "the log's path as given (empty for text)"),
-        ("stream", "string", "the line prefix naming the process ('' for none)"),
-        ("pid", "Int64", "process id from the line prefix"),
-        ("rank", "Int64", "rank from the line prefix"),
-        ("ended_at", "string", "local time of the last record read one by one (candidate and repeated lines aside)"),
-        ("first_line", "Int64", "the run's first line in the file"),
-        ("last_line", "Int64", "the run's last line in the file"),
-    ),
-}
 EVENT_COLUMNS = ["run_id", "rank", "call", "file", "line", "logged_at", "level", "kind", "op", "runner", "tactic",
                  "profile", "extras", "shapes", "count", "path", "detail", "message"]
 REPORT_COLUMNS = ["file", "status", "reason", "lines", "first_line", "example"]
@@ -186,6 +154,4 @@ def _tuning_buckets(tuning: pd.DataFrame) -> pd.DataFrame:
 
 def _conform(table: str, frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with the schema's columns, then the log's extras (missing ones empty), in their dtypes."""
-    dtypes = dict(schema.describe(table)[["column", "dtype"]].values)
-    dtypes.update((name, dtype) for name, dtype, _ in EXTRA_COLUMNS[table])
-    return schema.conform_columns(frame, dtypes, table)
+    return schema.conform_columns(frame, schema.dtypes_of(table, f"{table}.log"), table)
