@@ -18,9 +18,6 @@ DECISION = ["run_id", "rank", "call", "op", "profile"]
 # Default relative threshold (percent) when no repeated runs give a noise estimate. On the H200,
 # up to 5 fp8 candidates sit within 2% of the winner (autotuner_errata.md, capture item 9).
 DEFAULT_NOISE_PCT = 2.0
-# The old name (it shadowed schema.conform, which takes a table name); analysis.verify, .step and .advise
-# still import it.
-conform = conform_columns
 
 
 def require(frame: pd.DataFrame, columns: Iterable[str], table: str) -> None:

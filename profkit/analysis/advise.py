@@ -34,7 +34,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from profkit.analysis._frames import conform, flashinfer_rows, require, shapes_of
+from profkit.analysis._frames import conform_columns, flashinfer_rows, require, shapes_of
 from profkit.analysis.cost import tuning_breakdown
 from profkit.analysis.decisions import noise as estimate_noise
 from profkit.analysis.decisions import speedup_vs_default, tuner_ratio_sd
@@ -50,7 +50,7 @@ BUCKET_COLUMNS = {
     "effect_hi": "float64", "verdict": "string", "detectable": "float64", "counted": "boolean",
     "weight": "float64", "value_ms": "float64", "tuned": "boolean",
 }
-TACTIC_COLUMNS = {
+PLAN_TACTIC_COLUMNS = {
     "op": "string", "runner": "string", "tactic": "string", "n_timed": "Int64", "n_failed": "Int64",
     "n_within_noise": "Int64", "n_won": "Int64", "measure_s": "float64", "blocked": "boolean",
     "reason": "string",
@@ -82,7 +82,7 @@ class Plan:
             interval and ``detectable``; ``beyond_noise``: faster or slower), whether the plan
             counts the gain (``counted``: beyond noise, or not measurable and beyond
             ``rel_threshold``) and whether the plan tunes it.
-        tactics: one row per (op, runner, tactic) (TACTIC_COLUMNS): blocked or not, and why.
+        tactics: one row per (op, runner, tactic) (PLAN_TACTIC_COLUMNS): blocked or not, and why.
         skip_ops: ops for ``autotune(skip_ops=...)``.
         tuning_buckets: buckets for ``autotune(tuning_buckets=...)``; None keeps FlashInfer's own.
         blocklist: ``{"op::RunnerClass": [tactic, ...]}`` in the blocklist file's format.
@@ -261,7 +261,7 @@ def _plan(p: _Prepared, budget_s, max_slowdown_pct) -> Plan:
     budget = (f"at most {budget_s:g} s of tuning" if budget_s is not None else
               f"at most {max_slowdown_pct:g}% slower than full tuning" if max_slowdown_pct is not None else
               "no step cost beyond noise")
-    return Plan(ops=ops, buckets=conform(buckets, BUCKET_COLUMNS), tactics=p.tactics,
+    return Plan(ops=ops, buckets=conform_columns(buckets, BUCKET_COLUMNS), tactics=p.tactics,
                 skip_ops=tuple(sorted(selection.skip)), tuning_buckets=tuning_buckets,
                 blocklist=_blocklist(p.blocked, selection.skip), budget=budget, gain_source=p.gain_source,
                 metadata=dict(p.metadata), notes=p.set_aside + _notes(ops, buckets, p, selection),
@@ -339,7 +339,7 @@ def budget_frontier(tables, *, slowdowns=(0.0, 0.5, 1.0, 2.0, 5.0), **kwargs) ->
                      "skip_ops": ",".join(p.skip_ops),
                      "tuning_buckets": "default" if p.tuning_buckets is None else ",".join(map(str, p.tuning_buckets)),
                      "n_blocked": sum(len(v) for v in p.blocklist.values())})
-    return conform(pd.DataFrame(rows), FRONTIER_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), FRONTIER_COLUMNS)
 
 
 def tactic_verdicts(candidates: pd.DataFrame, *, rel_threshold: float = 0.02) -> pd.DataFrame:
@@ -354,7 +354,7 @@ def tactic_verdicts(candidates: pd.DataFrame, *, rel_threshold: float = 0.02) ->
     never within; they name the reason. The default (tactic -1) is never blocked.
 
     Returns:
-        TACTIC_COLUMNS, sorted by op, runner, tactic; ``n_within_noise`` counts the decisions where
+        PLAN_TACTIC_COLUMNS, sorted by op, runner, tactic; ``n_within_noise`` counts the decisions where
         it was within (by the rule, or by the threshold where not measurable); ``measure_s`` is the
         tactic's measuring seconds per pass (host time minus JIT, summed over shapes and buckets,
         mean over runs).
@@ -366,7 +366,7 @@ def _tactic_verdicts(candidates: pd.DataFrame, band: pd.DataFrame, rel_threshold
     """Body of :func:`tactic_verdicts`, with the noise band computed by the caller (advise reuses it)."""
     c = flashinfer_rows(candidates).copy()
     if c.empty:
-        return conform(pd.DataFrame(), TACTIC_COLUMNS)
+        return conform_columns(pd.DataFrame(), PLAN_TACTIC_COLUMNS)
     band = band[["op", "profile", "noise_pct", "noise_source"]]
     c = c.merge(band.drop_duplicates(["op", "profile"]), on=["op", "profile"], how="left")
     c["noise_pct"] = c["noise_pct"].fillna(100.0 * rel_threshold)
@@ -407,7 +407,7 @@ def _tactic_verdicts(candidates: pd.DataFrame, band: pd.DataFrame, rel_threshold
     keys = zip(out["op"], out["runner"], out["tactic"])
     out["reason"] = [_reason(b, found.get(k, []), _within_words(j, st, rel_threshold))
                      for b, k, j, st in zip(out["blocked"], keys, out["judged"], out["stated"])]
-    return conform(out, TACTIC_COLUMNS)
+    return conform_columns(out, PLAN_TACTIC_COLUMNS)
 
 
 def _within_words(judged: bool, stated: bool, rel_threshold: float) -> str:
@@ -438,7 +438,7 @@ def bucket_costs(candidates: pd.DataFrame, tuning: pd.DataFrame, blocked: pd.Dat
     per_run = tuning_breakdown(tuning, by="bucket")
     per_run = per_run[per_run["status"].astype("string").fillna("ok") == "ok"]
     if per_run.empty:
-        return conform(pd.DataFrame(), BUCKET_COLUMNS)
+        return conform_columns(pd.DataFrame(), BUCKET_COLUMNS)
     keys = ["op", "shape", "bucket"]
     g = per_run.groupby(keys, observed=True, sort=True)
     out = g.agg(n_runs=("run_id", "nunique"), tuning_s=("wall_s", "sum"), measure_s=("measure_s", "sum"),
@@ -694,7 +694,7 @@ def _op_table(buckets: pd.DataFrame, p: _Prepared, sel: _Selection) -> pd.DataFr
             "verdict": _verdict(op, decision, full, float(r["gained_ms"]), pass_ms, p.gain_source,
                                 p.basis.get(str(op), "")),
         })
-    return conform(pd.DataFrame(rows), OP_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), OP_COLUMNS)
 
 
 def _verdict(op: str, decision: str, full_s: float, gained_ms: float, pass_ms: float, source: str,
@@ -841,7 +841,7 @@ def plan_violations(plan: Plan, tables) -> pd.DataFrame:
 
     c = flashinfer_rows(tables.candidates)
     if c.empty:
-        return conform(pd.DataFrame(), VIOLATION_COLUMNS)
+        return conform_columns(pd.DataFrame(), VIOLATION_COLUMNS)
     c = c.assign(shape=shapes_of(c).to_numpy())
     blocked = {(*split_blocklist_key(key), json.dumps(t, separators=(", ", ": ")))
                for key, ts in plan.blocklist.items() for t in ts}
@@ -854,4 +854,4 @@ def plan_violations(plan: Plan, tables) -> pd.DataFrame:
     what[c["op"].isin(plan.skip_ops).to_numpy(dtype=bool)] = "skipped op profiled"
     bad = c.assign(what=what)[what.notna().to_numpy(dtype=bool)]
     out = bad.groupby(["op", "shape", "bucket", "runner", "tactic", "what"], observed=True).size()
-    return conform(out.rename("n").reset_index(), VIOLATION_COLUMNS)
+    return conform_columns(out.rename("n").reset_index(), VIOLATION_COLUMNS)

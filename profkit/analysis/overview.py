@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from profkit.analysis import compare, cost, decisions, engine, op_timings, step, verdict
-from profkit.analysis._frames import conform, empty
+from profkit.analysis._frames import conform_columns, empty
 from profkit.errors import ProfkitError
 
 RECOMMENDATIONS = ("keep", "skip", "plan", "failed", "unknown")
@@ -498,7 +498,7 @@ def step_set_changes(rows: pd.DataFrame, *, changes: pd.DataFrame | None = None)
                     "not_measurable": int(counts.get("not_measurable", 0)),
                     "same_kernels": int(mine["same"].sum()) if len(mine) else pd.NA,
                     "fallback": int(fb["fallback"].sum()) if len(fb) else pd.NA})
-    return conform(pd.DataFrame(out), STEP_SET_COLUMNS).reset_index(drop=True) if out else empty(STEP_SET_COLUMNS)
+    return conform_columns(pd.DataFrame(out), STEP_SET_COLUMNS) if out else empty(STEP_SET_COLUMNS)
 
 
 def drift_summary(drift: pd.DataFrame) -> pd.DataFrame:
@@ -538,7 +538,9 @@ def break_even_summary(measured: pd.DataFrame, break_even: pd.DataFrame, tuning_
                      "steps_max": mine["steps_to_break_even"].max() if len(mine) else np.nan,
                      "serving_s_min": mine["serving_s_to_break_even"].min() if len(mine) else np.nan,
                      "serving_s_max": mine["serving_s_to_break_even"].max() if len(mine) else np.nan})
-    return conform(pd.DataFrame(rows), BREAK_EVEN_SUMMARY_COLUMNS) if rows else empty(BREAK_EVEN_SUMMARY_COLUMNS)
+    if not rows:
+        return empty(BREAK_EVEN_SUMMARY_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), BREAK_EVEN_SUMMARY_COLUMNS)
 
 
 def _drift(rows: pd.DataFrame) -> pd.DataFrame:
@@ -590,7 +592,9 @@ def prediction_agreement(verify: pd.DataFrame, measured: pd.DataFrame, predicted
             if len(a):
                 parts.append(a.assign(against="verify_cache", where=where))
     parts = [p for p in parts if len(p)]
-    return conform(pd.concat(parts, ignore_index=True), AGREEMENT_COLUMNS) if parts else empty(AGREEMENT_COLUMNS)
+    if not parts:
+        return empty(AGREEMENT_COLUMNS)
+    return conform_columns(pd.concat(parts, ignore_index=True), AGREEMENT_COLUMNS)
 
 
 # -- MoE ------------------------------------------------------------------------------------------
@@ -683,7 +687,7 @@ def moe_models(runs: pd.DataFrame, sensitivity: pd.DataFrame, changes: pd.DataFr
                      "step_source": (aa or sources or [""])[0], "tunings": len(ordered), "step_sets": len(sources)})
     out = pd.DataFrame(rows).sort_values(["tunings", "step_sets", "model"], ascending=[False, False, True],
                                          kind="stable")
-    return conform(out.reset_index(drop=True), MOE_MODEL_COLUMNS)
+    return conform_columns(out.reset_index(drop=True), MOE_MODEL_COLUMNS)
 
 
 EVIDENCE_SUMMARY_COLUMNS = {
@@ -710,7 +714,7 @@ def evidence_summary(evidence: pd.DataFrame) -> pd.DataFrame:
                      "not_measurable": int(counts.get("not_measurable", 0)),
                      "effect_min": measurable["effect"].min() if len(measurable) else np.nan,
                      "effect_max": measurable["effect"].max() if len(measurable) else np.nan})
-    return conform(pd.DataFrame(rows), EVIDENCE_SUMMARY_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), EVIDENCE_SUMMARY_COLUMNS)
 
 
 # -- the plan -------------------------------------------------------------------------------------
@@ -791,7 +795,7 @@ def verdict_evidence(verdicts: pd.DataFrame, changes: pd.DataFrame, moe_sensitiv
     parts = [p for p in parts if len(p)]
     if not parts:
         return empty(EVIDENCE_COLUMNS)
-    out = conform(pd.concat(parts, ignore_index=True), EVIDENCE_COLUMNS)
+    out = conform_columns(pd.concat(parts, ignore_index=True), EVIDENCE_COLUMNS)
     return out.sort_values(["op", "kind", "model", "shape", "where", "m"], kind="stable").reset_index(drop=True)
 
 
@@ -867,7 +871,7 @@ def call_costs(breakdown: pd.DataFrame, calls: pd.DataFrame, tuning: pd.DataFram
                      "later_calls": len(later) if len(first) else 0,
                      "later_s_min": later["wall_s"].min() if len(first) and len(later) else np.nan,
                      "later_s_max": later["wall_s"].max() if len(first) and len(later) else np.nan})
-    return conform(pd.DataFrame(rows), CALL_COST_COLUMNS) if rows else empty(CALL_COST_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), CALL_COST_COLUMNS) if rows else empty(CALL_COST_COLUMNS)
 
 
 def speedup_summary(speedups: pd.DataFrame) -> pd.DataFrame:
@@ -881,7 +885,7 @@ def speedup_summary(speedups: pd.DataFrame) -> pd.DataFrame:
                      "median_speedup": g["speedup"].median(), "max_speedup": g["speedup"].max(),
                      "slower": int(slow.sum()),
                      "slower_beyond_noise": int((slow & ~g["within_noise"].fillna(False).to_numpy(dtype=bool)).sum())})
-    return conform(pd.DataFrame(rows), SPEEDUP_SUMMARY_COLUMNS) if rows else empty(SPEEDUP_SUMMARY_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), SPEEDUP_SUMMARY_COLUMNS) if rows else empty(SPEEDUP_SUMMARY_COLUMNS)
 
 
 def between_summary(between: pd.DataFrame) -> pd.DataFrame:
@@ -942,7 +946,7 @@ def op_verdicts(evidence: pd.DataFrame, costs: pd.DataFrame, *, tuning_pass: pd.
         row.update(_plan_fields(op, plan))
         row.update(_decide(row))
         rows.append(row)
-    return conform(pd.DataFrame(rows), VERDICT_COLUMNS) if rows else empty(VERDICT_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), VERDICT_COLUMNS) if rows else empty(VERDICT_COLUMNS)
 
 
 def _cost_fields(op, costs, tuning_pass, captures, tuning, moe_summary, moe_runs) -> dict:

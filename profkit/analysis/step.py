@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profkit.analysis._frames import conform, gemm_shape, require
+from profkit.analysis._frames import conform_columns, gemm_shape, require
 from profkit.analysis.engine import assign_bucket
 from profkit.analysis.verdict import compare_samples
 
@@ -87,7 +87,7 @@ def linear_deltas(winners: pd.DataFrame, *, shapes, tokens) -> pd.DataFrame:
             rows.append({"op": op, "shape": shape, "tokens": m, "bucket": int(bucket) if m <= top else None,
                          "applies": applies, "note": note, "runner": win["runner"], "tactic": win["tactic"],
                          "time_ms": win["time_ms"], "default_ms": win["default_time_ms"], "delta_ms": delta})
-    return conform(pd.DataFrame(rows), LINEAR_COLUMNS) if rows else conform(pd.DataFrame(), LINEAR_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), LINEAR_COLUMNS)
 
 
 def predict_step_change(winners: pd.DataFrame, *, shapes, tokens, layers: int) -> pd.DataFrame:
@@ -100,14 +100,14 @@ def predict_step_change(winners: pd.DataFrame, *, shapes, tokens, layers: int) -
     """
     per_linear = linear_deltas(winners, shapes=shapes, tokens=tokens)
     if per_linear.empty:
-        return conform(pd.DataFrame(), PREDICTED_COLUMNS)
+        return conform_columns(pd.DataFrame(), PREDICTED_COLUMNS)
     grouped = per_linear.groupby(["op", "tokens"], sort=True)
     out = grouped.agg(predicted_delta_ms=("delta_ms", lambda s: s.sum(min_count=len(s))),
                       n_linears=("shape", "size"), n_missing_default=("delta_ms", lambda s: int(s.isna().sum())))
     out = out.reset_index()
     out["predicted_delta_ms"] *= layers
     out["layers"] = layers
-    return conform(out, PREDICTED_COLUMNS)
+    return conform_columns(out, PREDICTED_COLUMNS)
 
 
 def measured_step_change(bench: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFrame:
@@ -139,7 +139,7 @@ def measured_step_change(bench: pd.DataFrame, *, baseline: str = "untuned") -> p
     out["noise_ms"] = out["detectable"] * out["baseline_ms"]
     out["beyond_noise"] = out["verdict"].isin(["faster", "slower"])
     out["slower"] = out["verdict"] == "slower"
-    return conform(out.sort_values(keys + ["state"], kind="stable"), MEASURED_COLUMNS)
+    return conform_columns(out.sort_values(keys + ["state"], kind="stable"), MEASURED_COLUMNS)
 
 
 def step_units(bench: pd.DataFrame) -> pd.DataFrame:
@@ -187,7 +187,7 @@ def break_even(measured: pd.DataFrame, *, tuning_s: float) -> pd.DataFrame:
         steps = np.where(saved > 0, tuning_s * 1e3 / np.where(saved > 0, saved, 1.0), np.inf)
     out = measured.assign(saved_ms=saved, tuning_s=tuning_s, steps_to_break_even=steps,
                           serving_s_to_break_even=steps * measured["step_ms"] / 1e3)
-    return conform(out, BREAK_EVEN_COLUMNS)
+    return conform_columns(out, BREAK_EVEN_COLUMNS)
 
 
 TUNING_PASS_COLUMNS = {"model": "string", "dtype": "string", "run_id": "string", "tuning_s": "float64"}
@@ -216,7 +216,7 @@ def tuning_pass_seconds(tuning: pd.DataFrame, *, captures) -> pd.DataFrame:
                         & tuning["parent_call"].isna()).fillna(False).to_numpy(dtype=bool)]
         if len(calls):
             rows.append({"model": model, "dtype": dtype, "run_id": run, "tuning_s": float(calls["wall_s"].sum())})
-    return conform(pd.DataFrame(rows), TUNING_PASS_COLUMNS) if rows else conform(pd.DataFrame(), TUNING_PASS_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), TUNING_PASS_COLUMNS)
 
 
 def predicted_step_changes(winners: pd.DataFrame, step: pd.DataFrame, *, captures, linears) -> pd.DataFrame:
@@ -255,7 +255,7 @@ def per_step_capture(predict, step: pd.DataFrame, *, captures, linears, columns:
         p = predict(run, shapes=linears[model], tokens=tokens, layers=layers)
         if len(p):
             out.append(p.assign(model=model, dtype=dtype))
-    return conform(pd.concat(out, ignore_index=True), columns) if out else conform(pd.DataFrame(), columns)
+    return conform_columns(pd.concat(out, ignore_index=True) if out else pd.DataFrame(), columns)
 
 
 AGREEMENT_COLUMNS = {"model": "string", "dtype": "string", "sizes": "Int64", "agree": "Int64",
@@ -286,7 +286,7 @@ def sign_agreement(measured: pd.DataFrame, predicted: pd.DataFrame, *, state: st
     out = both.assign(agree=agree, beyond=beyond, agree_beyond=agree & beyond).groupby(["model", "dtype"], sort=True).agg(
         sizes=("agree", "size"), agree=("agree", "sum"), beyond_noise=("beyond", "sum"),
         agree_beyond_noise=("agree_beyond", "sum")).reset_index()
-    return conform(out, AGREEMENT_COLUMNS)
+    return conform_columns(out, AGREEMENT_COLUMNS)
 
 
 def _recorded_picks(bench: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -346,7 +346,8 @@ def pass_drift(bench: pd.DataFrame) -> pd.DataFrame:
                                      within_ms=("spread", "max")).reset_index()
     out = out.merge(rows.groupby(keys)["step_ms"].median().reset_index(), on=keys)
     out = out[out["passes"] > 1]
-    return conform(out.assign(drift_pct=100 * out["drift_ms"] / out["step_ms"]).sort_values(keys), DRIFT_COLUMNS)
+    out = out.assign(drift_pct=100 * out["drift_ms"] / out["step_ms"])
+    return conform_columns(out.sort_values(keys), DRIFT_COLUMNS)
 
 
 def step_comparisons(rows: pd.DataFrame, *, baseline: str = "untuned") -> list[tuple[str, str, str, pd.DataFrame]]:
@@ -383,7 +384,7 @@ def compare_steps(bench: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataF
         for where, _, _, group in step_comparisons(rows, baseline=baseline)]
     columns = {"where": "string", **MEASURED_COLUMNS}
     parts = [p for p in parts if len(p)]
-    return conform(pd.concat(parts, ignore_index=True), columns) if parts else conform(pd.DataFrame(), columns)
+    return conform_columns(pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(), columns)
 
 
 def cache_change(rows: pd.DataFrame, *, cache: str) -> pd.DataFrame:
@@ -392,7 +393,7 @@ def cache_change(rows: pd.DataFrame, *, cache: str) -> pd.DataFrame:
     pair = rows[rows["state"].isin(["untuned", "cache"]).to_numpy(dtype=bool)]
     commands = pair.get("command", pd.Series(dtype=str)).astype(str)
     if set(pair["state"]) != {"untuned", "cache"} or not commands.str.contains(cache, regex=False).any():
-        return conform(pd.DataFrame(), MEASURED_COLUMNS)
+        return conform_columns(pd.DataFrame(), MEASURED_COLUMNS)
     change = measured_step_change(pair)
     return change[(change["state"] == "cache").to_numpy(dtype=bool)].reset_index(drop=True)
 
@@ -442,6 +443,6 @@ def break_even_table(measured: pd.DataFrame, tuning_pass: pd.DataFrame) -> pd.Da
                                                 "serving_s_to_break_even")})
         rows.append(both[both["saved_ms"] > 0])
     if not rows:
-        return conform(pd.DataFrame(), BREAK_EVEN_TABLE_COLUMNS)
+        return conform_columns(pd.DataFrame(), BREAK_EVEN_TABLE_COLUMNS)
     out = pd.concat(rows, ignore_index=True).rename(columns={"baseline_ms": "untuned_ms", "step_ms": "tuned_ms"})
-    return conform(out, BREAK_EVEN_TABLE_COLUMNS)
+    return conform_columns(out, BREAK_EVEN_TABLE_COLUMNS)

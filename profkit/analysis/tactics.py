@@ -32,7 +32,7 @@ CUDNN_KNOBS = {
     31: "OUTPUT_TMA_ENABLE", 32: "TILE_CGA",
 }
 
-# The decoded tactic_* columns, in the order decode_tactics adds them (advise.TACTIC_COLUMNS is a plan's table).
+# The decoded tactic_* columns, in the order decode_tactics adds them.
 DECODED_COLUMNS = {
     "tactic_kind": "string",    # index, engine_knobs, tiles, moe_tiles, default or raw
     "tactic_index": "Int64",    # cuBLAS / cuBLASLt heuristic index, cuDNN plan index, CUTLASS config index

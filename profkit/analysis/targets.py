@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from profkit.analysis import step
-from profkit.analysis._frames import conform, empty
-from profkit.analysis.advise import BUCKET_COLUMNS, OP_COLUMNS, TACTIC_COLUMNS, Plan
+from profkit.analysis._frames import conform_columns, empty
+from profkit.analysis.advise import BUCKET_COLUMNS, OP_COLUMNS, PLAN_TACTIC_COLUMNS, Plan
 
 if TYPE_CHECKING:
     from profkit.sources.plan import PlanFile
@@ -81,7 +81,7 @@ def repaired_targets(rows: pd.DataFrame) -> pd.DataFrame:
             lost = best[best["slower"]]
             row.update(best_sizes=len(best), slower_than_best=len(lost), slower_than_best_at=_sizes(lost))
         out.append(row)
-    return conform(pd.DataFrame(out), REPAIRED_COLUMNS) if out else empty(REPAIRED_COLUMNS)
+    return conform_columns(pd.DataFrame(out), REPAIRED_COLUMNS) if out else empty(REPAIRED_COLUMNS)
 
 
 def _comparisons(rows: pd.DataFrame) -> list[tuple[str, str, str, pd.DataFrame]]:
@@ -117,7 +117,7 @@ def sign_targets(rows: pd.DataFrame, predicted: pd.DataFrame, *, shipped: pd.Dat
     parts = [step.sign_agreement(measured, predicted, state=state).assign(against=where)
              for where, measured, state in against]
     out = pd.concat(parts, ignore_index=True)
-    return conform(out.assign(met=out["agree"] >= SIGN_TARGET), SIGN_COLUMNS)
+    return conform_columns(out.assign(met=out["agree"] >= SIGN_TARGET), SIGN_COLUMNS)
 
 
 def cost_targets(provenance: Mapping[str, Mapping]) -> pd.DataFrame:
@@ -147,7 +147,7 @@ def cost_targets(provenance: Mapping[str, Mapping]) -> pd.DataFrame:
     out = ratios.groupby(["tuning", "policy"], sort=True).agg(
         shapes=("ratio", "size"), ratio_min=("ratio", "min"), ratio_max=("ratio", "max"),
         ratio_median=("ratio", "median"), at_most_half=("half", "sum")).reset_index()
-    return conform(out, COST_COLUMNS)
+    return conform_columns(out, COST_COLUMNS)
 
 
 def advise_tuning(full: pd.DataFrame, planned: pd.DataFrame) -> pd.DataFrame:
@@ -159,7 +159,7 @@ def advise_tuning(full: pd.DataFrame, planned: pd.DataFrame) -> pd.DataFrame:
     """
     full_s = float(full["tuning_s"].dropna().iloc[0])
     planned_s = float(planned["tuning_s"].dropna().iloc[0])
-    return conform(pd.DataFrame([{"full_tuning_s": full_s, "planned_tuning_s": planned_s,
+    return conform_columns(pd.DataFrame([{"full_tuning_s": full_s, "planned_tuning_s": planned_s,
                                   "ratio": full_s / planned_s}]), ADVISE_TUNING_COLUMNS)
 
 
@@ -217,8 +217,8 @@ def written_plan(written: PlanFile) -> Plan:
                          "n_tuned_buckets": len(o.tuned_buckets), "saved_s": o.full_s - o.planned_s,
                          "ratio": o.full_s / o.planned_s if o.planned_s > 0 else float("inf")}
                         for o in written.ops])
-    return Plan(ops=conform(ops, OP_COLUMNS) if len(ops) else empty(OP_COLUMNS), buckets=empty(BUCKET_COLUMNS),
-                tactics=empty(TACTIC_COLUMNS), skip_ops=tuple(written.skip_ops),
+    return Plan(ops=conform_columns(ops, OP_COLUMNS) if len(ops) else empty(OP_COLUMNS), buckets=empty(BUCKET_COLUMNS),
+                tactics=empty(PLAN_TACTIC_COLUMNS), skip_ops=tuple(written.skip_ops),
                 tuning_buckets=None if written.tuning_buckets is None else tuple(written.tuning_buckets),
                 blocklist={key: list(tactics) for key, tactics in written.blocklist.items()},
                 metadata=dict(written.metadata), budget=written.budget, gain_source=written.gain_source,

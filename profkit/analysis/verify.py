@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profkit.analysis._frames import conform, empty, flashinfer_rows, op_shape, require
+from profkit.analysis._frames import conform_columns, empty, flashinfer_rows, op_shape, require
 from profkit.analysis.engine import assign_bucket
 from profkit.analysis.verdict import MIN_UNITS, VERIFY_RATIO_SD, compare_samples, compare_two
 from profkit.errors import ProfkitError
@@ -122,7 +122,7 @@ def verify_plan(candidates: pd.DataFrame, winners: pd.DataFrame, *, sizes, top_k
             out.append(group[group["bucket"] == bucket].assign(m=int(m)))
     plan = pd.concat(out) if out else per_bucket.iloc[:0].assign(m=pd.Series(dtype="Int64"))
     plan = plan.sort_values(["run_id", "op", "shape", "m", "tuner_rank"], na_position="last", kind="stable")
-    return conform(plan, PLAN_COLUMNS)
+    return conform_columns(plan, PLAN_COLUMNS)
 
 
 def bucket_verdicts(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD) -> pd.DataFrame:
@@ -178,7 +178,7 @@ def bucket_verdicts(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD) 
             "effect": rule.effect, "effect_lo": rule.effect_lo, "effect_hi": rule.effect_hi,
             "detectable": rule.detectable, "n": rule.n, "n_baseline": rule.n_baseline, "design": rule.design,
         })
-    return conform(pd.DataFrame(rows), VERDICT_COLUMNS) if rows else empty(VERDICT_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), VERDICT_COLUMNS) if rows else empty(VERDICT_COLUMNS)
 
 
 def _process_units(rows: pd.DataFrame) -> pd.Series:
@@ -206,7 +206,7 @@ def op_summary(verdicts: pd.DataFrame, *, at_bucket_only: bool = True) -> pd.Dat
                      "median_tuner_speedup": g["tuner_speedup"].median(),
                      "median_serving_speedup": g["serving_speedup"].median(),
                      "median_regret": g["regret"].median(), "median_rank_agreement": g["rank_agreement"].median()})
-    return conform(pd.DataFrame(rows), SUMMARY_COLUMNS) if rows else empty(SUMMARY_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), SUMMARY_COLUMNS) if rows else empty(SUMMARY_COLUMNS)
 
 
 def policy_table(verify: pd.DataFrame, tuning_s: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -237,7 +237,7 @@ def policy_table(verify: pd.DataFrame, tuning_s: pd.DataFrame | None = None) -> 
                          "within_noise": row.within_noise, "not_measurable": row.not_measurable,
                          "median_serving_speedup": row.median_serving_speedup,
                          "median_regret": row.median_regret, "tuning_s": spent})
-    return conform(pd.DataFrame(rows), POLICY_COLUMNS) if rows else empty(POLICY_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), POLICY_COLUMNS) if rows else empty(POLICY_COLUMNS)
 
 
 RUN_COMPARISON_COLUMNS = {
@@ -274,7 +274,7 @@ def compare_runs(verify: pd.DataFrame, *, baseline: str, routing: str | None = N
     out = out.merge(named.rename(columns={"runner": "pick_runner", "tactic": "pick_tactic"}),
                     on=["op", "shape", "m", "run_id"], how="left")
     out = out.rename(columns={"value": "pick_ms", "baseline_value": "baseline_ms"})
-    return conform(out.sort_values(["op", "shape", "m", "run_id"], kind="stable"), RUN_COMPARISON_COLUMNS)
+    return conform_columns(out.sort_values(["op", "shape", "m", "run_id"], kind="stable"), RUN_COMPARISON_COLUMNS)
 
 
 def repair_picks(verify: pd.DataFrame, *, routing: str | None = None) -> pd.DataFrame:
@@ -308,7 +308,7 @@ def repair_picks(verify: pd.DataFrame, *, routing: str | None = None) -> pd.Data
                      "default_ms": d["serving_ms"],
                      "tuner_runner": tuner["runner"].iloc[0] if len(tuner) else None,
                      "tuner_tactic": tuner["tactic"].iloc[0] if len(tuner) else None, "reason": reason})
-    return conform(pd.DataFrame(rows), REPAIR_COLUMNS) if rows else empty(REPAIR_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), REPAIR_COLUMNS) if rows else empty(REPAIR_COLUMNS)
 
 
 def of_routing(verify: pd.DataFrame, routing: str | None = None) -> pd.DataFrame:
@@ -358,7 +358,7 @@ def predict_step_from_verify(verify: pd.DataFrame, *, shapes, tokens, layers: in
         rows.append({"op": op, "tokens": m, "layers": layers, "state": "tuned" if picks is None else "repaired",
                      "predicted_delta_ms": float(np.sum(deltas)) * layers if not np.isnan(deltas).any() else np.nan,
                      "n_linears": len(deltas), "n_missing": int(np.isnan(deltas).sum())})
-    return conform(pd.DataFrame(rows), STEP_COLUMNS) if rows else empty(STEP_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), STEP_COLUMNS) if rows else empty(STEP_COLUMNS)
 
 
 def verify_step_changes(verify: pd.DataFrame, step: pd.DataFrame, *, captures, linears) -> pd.DataFrame:
