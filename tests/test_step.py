@@ -234,6 +234,7 @@ def test_step_comparisons_keep_each_process_with_its_own_untuned():
                         + run("three/untuned", "untuned") + run("three/cache", "cache"))
     where = [w for w, _, _, _ in step_comparisons(rows)]
     assert where == ["set/a", "set/b", "three"]  # a set without untuned in every run is pooled
+    assert step_comparisons(rows.iloc[:0]) == []  # no rows: nothing to compare, not a KeyError
 
 
 def test_cache_change_only_where_the_cache_state_loaded_the_named_file():

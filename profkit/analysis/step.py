@@ -358,7 +358,7 @@ def step_comparisons(rows: pd.DataFrame, *, baseline: str = "untuned") -> list[t
     baseline of its own process; else the set is pooled (states that ran in separate processes).
     """
     require(rows, ("source", "model", "dtype", "state"), "step rows")
-    rows = rows.assign(step_set=rows["source"].astype(str).str.rpartition("/")[0])
+    rows = rows.assign(step_set=rows["source"].astype(str).map(lambda source: source.rpartition("/")[0]))
     out = []
     for (where, model, dtype), group in rows.groupby(["step_set", "model", "dtype"], sort=True):
         runs = list(group.groupby("source", sort=True))
