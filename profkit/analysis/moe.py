@@ -234,7 +234,7 @@ def tactic_parts(winners: pd.DataFrame) -> pd.DataFrame:
     return conform_columns(pd.DataFrame(rows).sort_values(["run_id", "bucket"], kind="stable"), PART_COLUMNS)
 
 
-SUMMARY_COLUMNS = {
+MODEL_SUMMARY_COLUMNS = {
     "model": "string", "shape": "string", "tunings": "Int64", "buckets": "Int64", "tuning_s": "float64",
     "verify_over_tuning": "float64", "routings": "Int64", "op_speedup_min": "float64", "op_speedup_max": "float64",
     "pick_slower": "Int64", "max_regret_pct": "float64", "flip_buckets": "Int64", "max_flip_spread_pct": "float64",
@@ -258,7 +258,7 @@ def model_summary(winners: pd.DataFrame, candidates: pd.DataFrame, verify: pd.Da
         routing: the verify routing the op speedup, the ratio and the predictions use.
 
     Returns:
-        :data:`SUMMARY_COLUMNS`: tuning_s is the first tuning's wall seconds, verify_over_tuning that
+        :data:`MODEL_SUMMARY_COLUMNS`: tuning_s is the first tuning's wall seconds, verify_over_tuning that
         routing's verify seconds over it (same process); op speedups and pick_slower (pick slower than
         the default beyond noise) at every verified M under every routing; flips over the repeated
         tunings; step counts are sizes of the cache series against untuned; aa_* the untuned-2 series
@@ -292,7 +292,7 @@ def model_summary(winners: pd.DataFrame, candidates: pd.DataFrame, verify: pd.Da
         if len(s):
             row.update(_step_summary(s, w, v, routing))
         rows.append(row)
-    return conform_columns(pd.DataFrame(rows), SUMMARY_COLUMNS) if rows else empty(SUMMARY_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), MODEL_SUMMARY_COLUMNS) if rows else empty(MODEL_SUMMARY_COLUMNS)
 
 
 def _step_summary(step: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataFrame, routing: str) -> dict:

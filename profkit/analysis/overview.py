@@ -44,7 +44,7 @@ EVIDENCE_COLUMNS = {
     "effect_lo": "float64", "effect_hi": "float64", "detectable": "float64", "verdict": "string",
     "speedup": "float64",
 }
-VERDICT_COLUMNS = {
+OP_VERDICT_COLUMNS = {
     "op": "string", "recommendation": "string", "basis": "string", "status": "string", "failed_runs": "Int64",
     "failure_cause": "string", "calls": "Int64", "buckets": "Int64", "call_s_min": "float64",
     "call_s_median": "float64", "call_s_max": "float64", "pass_models": "string", "pass_s_min": "float64",
@@ -550,7 +550,7 @@ def _drift(rows: pd.DataFrame) -> pd.DataFrame:
     return step.pass_drift(pd.concat(parts, ignore_index=True)) if parts else pd.DataFrame()
 
 
-AGREEMENT_COLUMNS = {
+PREDICTION_AGREEMENT_COLUMNS = {
     "model": "string", "dtype": "string", "against": "string", "where": "string", "sizes": "Int64",
     "agree": "Int64", "beyond_noise": "Int64", "agree_beyond_noise": "Int64",
 }
@@ -567,15 +567,15 @@ def prediction_agreement(verify: pd.DataFrame, measured: pd.DataFrame, predicted
     ``where`` names it).
 
     Returns:
-        :data:`AGREEMENT_COLUMNS` (:func:`~profkit.analysis.step.sign_agreement` counts).
+        :data:`PREDICTION_AGREEMENT_COLUMNS` (:func:`~profkit.analysis.step.sign_agreement` counts).
     """
     from profkit.analysis.verify import verify_step_changes
 
     if verify is None or verify.empty or measured.empty or step_rows.empty:
-        return empty(AGREEMENT_COLUMNS)
+        return empty(PREDICTION_AGREEMENT_COLUMNS)
     from_verify = verify_step_changes(verify, step_rows, captures=captures, linears=linears)
     if from_verify.empty:
-        return empty(AGREEMENT_COLUMNS)
+        return empty(PREDICTION_AGREEMENT_COLUMNS)
     parts = [step.sign_agreement(measured, from_verify).assign(against="verify", where=""),
              step.sign_agreement(measured, predicted).assign(against="capture", where="")
              if len(predicted) else pd.DataFrame()]
@@ -593,8 +593,8 @@ def prediction_agreement(verify: pd.DataFrame, measured: pd.DataFrame, predicted
                 parts.append(a.assign(against="verify_cache", where=where))
     parts = [p for p in parts if len(p)]
     if not parts:
-        return empty(AGREEMENT_COLUMNS)
-    return conform_columns(pd.concat(parts, ignore_index=True), AGREEMENT_COLUMNS)
+        return empty(PREDICTION_AGREEMENT_COLUMNS)
+    return conform_columns(pd.concat(parts, ignore_index=True), PREDICTION_AGREEMENT_COLUMNS)
 
 
 # -- MoE ------------------------------------------------------------------------------------------
@@ -915,7 +915,7 @@ def op_verdicts(evidence: pd.DataFrame, costs: pd.DataFrame, *, tuning_pass: pd.
       ``full``), else ``keep``.
 
     Returns:
-        :data:`VERDICT_COLUMNS`, sorted by op. Effects are relative (tuned / untuned - 1; negative
+        :data:`OP_VERDICT_COLUMNS`, sorted by op. Effects are relative (tuned / untuned - 1; negative
         is faster); ``*_best`` is the largest gain called faster, ``*_worst`` the largest loss
         called slower, each with its interval and where it was measured; the costs are the first
         runs' full tuning calls and the tuning passes of the step models whose capture tuned the op.
@@ -946,7 +946,7 @@ def op_verdicts(evidence: pd.DataFrame, costs: pd.DataFrame, *, tuning_pass: pd.
         row.update(_plan_fields(op, plan))
         row.update(_decide(row))
         rows.append(row)
-    return conform_columns(pd.DataFrame(rows), VERDICT_COLUMNS) if rows else empty(VERDICT_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), OP_VERDICT_COLUMNS) if rows else empty(OP_VERDICT_COLUMNS)
 
 
 def _cost_fields(op, costs, tuning_pass, captures, tuning, moe_summary, moe_runs) -> dict:

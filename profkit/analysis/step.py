@@ -258,7 +258,7 @@ def per_step_capture(predict, step: pd.DataFrame, *, captures, linears, columns:
     return conform_columns(pd.concat(out, ignore_index=True) if out else pd.DataFrame(), columns)
 
 
-AGREEMENT_COLUMNS = {"model": "string", "dtype": "string", "sizes": "Int64", "agree": "Int64",
+SIGN_AGREEMENT_COLUMNS = {"model": "string", "dtype": "string", "sizes": "Int64", "agree": "Int64",
                      "beyond_noise": "Int64", "agree_beyond_noise": "Int64"}
 
 
@@ -286,7 +286,7 @@ def sign_agreement(measured: pd.DataFrame, predicted: pd.DataFrame, *, state: st
     out = both.assign(agree=agree, beyond=beyond, agree_beyond=agree & beyond).groupby(["model", "dtype"], sort=True).agg(
         sizes=("agree", "size"), agree=("agree", "sum"), beyond_noise=("beyond", "sum"),
         agree_beyond_noise=("agree_beyond", "sum")).reset_index()
-    return conform_columns(out, AGREEMENT_COLUMNS)
+    return conform_columns(out, SIGN_AGREEMENT_COLUMNS)
 
 
 def _recorded_picks(bench: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

@@ -31,7 +31,7 @@ PLAN_COLUMNS = {
     "bucket": "Int64", "profile": "string", "runner": "string", "tactic": "string", "tuner_ms": "float64",
     "tuner_rank": "Int64", "winner": "boolean", "default": "boolean",
 }
-VERDICT_COLUMNS = {
+BUCKET_VERDICT_COLUMNS = {
     "run_id": "string", "op": "string", "shape": "string", "m": "Int64", "bucket": "Int64",
     "at_bucket": "boolean", "pick_runner": "string", "pick_tactic": "string", "pick_ms": "float64",
     "default_ms": "float64", "tuner_speedup": "float64", "serving_speedup": "float64",
@@ -40,7 +40,7 @@ VERDICT_COLUMNS = {
     "effect": "float64", "effect_lo": "float64", "effect_hi": "float64", "detectable": "float64", "n": "Int64",
     "n_baseline": "Int64", "design": "string",
 }
-SUMMARY_COLUMNS = {
+OP_SUMMARY_COLUMNS = {
     "op": "string", "buckets": "Int64", "faster": "Int64", "slower": "Int64", "within_noise": "Int64",
     "not_measurable": "Int64", "median_tuner_speedup": "float64", "median_serving_speedup": "float64",
     "median_regret": "float64",
@@ -178,7 +178,7 @@ def bucket_verdicts(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD) 
             "effect": rule.effect, "effect_lo": rule.effect_lo, "effect_hi": rule.effect_hi,
             "detectable": rule.detectable, "n": rule.n, "n_baseline": rule.n_baseline, "design": rule.design,
         })
-    return conform_columns(pd.DataFrame(rows), VERDICT_COLUMNS) if rows else empty(VERDICT_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), BUCKET_VERDICT_COLUMNS) if rows else empty(BUCKET_VERDICT_COLUMNS)
 
 
 def _process_units(rows: pd.DataFrame) -> pd.Series:
@@ -206,7 +206,7 @@ def op_summary(verdicts: pd.DataFrame, *, at_bucket_only: bool = True) -> pd.Dat
                      "median_tuner_speedup": g["tuner_speedup"].median(),
                      "median_serving_speedup": g["serving_speedup"].median(),
                      "median_regret": g["regret"].median(), "median_rank_agreement": g["rank_agreement"].median()})
-    return conform_columns(pd.DataFrame(rows), SUMMARY_COLUMNS) if rows else empty(SUMMARY_COLUMNS)
+    return conform_columns(pd.DataFrame(rows), OP_SUMMARY_COLUMNS) if rows else empty(OP_SUMMARY_COLUMNS)
 
 
 def policy_table(verify: pd.DataFrame, tuning_s: pd.DataFrame | None = None) -> pd.DataFrame:
