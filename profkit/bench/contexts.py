@@ -54,3 +54,17 @@ def load_cache(cache: Path | None) -> bool:
     tuner = AutoTuner.get()
     tuner.clear_cache()
     return bool(cache) and bool(tuner.load_configs(str(cache)))
+
+
+def load_cache_files(paths, state: str) -> None:
+    """Clear FlashInfer's configs, then load every file of ``paths`` for ``state`` (none for untuned); raise
+    where a state needs files and has none, or FlashInfer refuses one."""
+    from flashinfer.autotuner import AutoTuner
+
+    tuner = AutoTuner.get()
+    tuner.clear_cache()
+    if state != "untuned" and not paths:
+        raise ValueError(f"state {state!r} needs cache files (--cache {state}=PATH)")
+    for path in paths:
+        if not tuner.load_configs(str(path)):
+            raise RuntimeError(f"FlashInfer refused cache file {path} (environment mismatch)")

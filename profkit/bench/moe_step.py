@@ -24,12 +24,12 @@ from pathlib import Path
 
 import torch
 
+from profkit.bench.contexts import load_cache_files
 from profkit.bench.gemm import observe_choices
 from profkit.bench.graphs import captured_graph, replay_ms
 from profkit.bench.moe import MoeLayer
 from profkit.bench.routing import imbalance
-from profkit.bench.step import (DECODE_SIZES, FILE_STATES, PREFILL_SIZES, DecoderStack, _load_cache_files, picks_text,
-                                step_row_base)
+from profkit.bench.step import DECODE_SIZES, FILE_STATES, PREFILL_SIZES, DecoderStack, picks_text, step_row_base
 from profkit.models import ModelConfig
 
 MOE_STATES = ("untuned", "tuned", *FILE_STATES)
@@ -121,7 +121,7 @@ def _time_size(stack: MoeDecoderStack, row: dict, labels: dict, files: dict, *, 
     row = {**row, "imbalance": imbalance(ids, stack.moe.experts)}
     graphs, picks = {}, {}
     for label, state in labels.items():
-        _load_cache_files(files.get(state, ()), state)
+        load_cache_files(files.get(state, ()), state)
         with observe_choices() as seen:
             graphs[label] = captured_graph(lambda: stack.forward(x, phase), warmups=2)
         picks[label] = picks_text(seen, ["moe"], layers=stack.n_layers)

@@ -32,7 +32,7 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from profkit.bench.contexts import serving_context, tuning_context
+from profkit.bench.contexts import load_cache_files, serving_context, tuning_context
 from profkit.bench.gemm import enable_bf16_auto_on_sm90, observe_choices
 from profkit.bench.graphs import graph_replay_ms
 from profkit.models import Linear, ModelConfig, linear_layers
@@ -176,7 +176,7 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
             tuning_s = _tuning_pass(profkit, stack, max(max(decode_sizes), max(prefill_sizes)), out, state,
                                     plan_kwargs or {})
         if state in FILE_STATES or (state == "untuned" and not any(t in states for t in TUNING_STATES)):
-            _load_cache_files(cache_files.get(state, ()), state)
+            load_cache_files(cache_files.get(state, ()), state)
         for phase, sizes in (("decode", decode_sizes), ("prefill", prefill_sizes)):
             for tokens in sizes:
                 row = {**base, "state": state, "label": state, "phase": phase, "tokens": tokens,
@@ -276,14 +276,3 @@ def _ordered(states) -> list[str]:
     return sorted(states, key=STATES.index)
 
 
-def _load_cache_files(paths, state: str) -> None:
-    """Clear FlashInfer's configs, then load ``paths`` (nothing for untuned)."""
-    from flashinfer.autotuner import AutoTuner
-
-    tuner = AutoTuner.get()
-    tuner.clear_cache()
-    if state != "untuned" and not paths:
-        raise ValueError(f"state {state!r} needs cache files (--cache {state}=PATH)")
-    for path in paths:
-        if not tuner.load_configs(str(path)):
-            raise RuntimeError(f"FlashInfer refused cache file {path} (environment mismatch)")
