@@ -1,5 +1,6 @@
 """Shared test setup: Agg backend, figures closed after each test, paths to shipped data, and the shipped
-data read once per session (the session fixtures are shared: a test reads them and never changes them)."""
+data read once per session, i.e. once per pytest worker (the session fixtures are shared: a test reads them
+and never changes them)."""
 
 from pathlib import Path
 
@@ -56,6 +57,25 @@ def shipped_whole():
 
 @pytest.fixture(scope="session")
 def shipped_whole_results(shipped_whole):
+    """Everything the report computes from the whole ``data/`` folder (analysis.overview: each analysis on first
+    use, about 30 s for all of them on one core)."""
     from profkit.analysis.overview import overview
 
     return overview(shipped_whole)
+
+
+@pytest.fixture(scope="session")
+def shipped_verify_verdicts():
+    """:func:`profkit.analysis.verify.bucket_verdicts` of every verify table under ``data/h200-verify`` (about 7 s)."""
+    from profkit.analysis.verify import bucket_verdicts
+    from profkit.sources.verify import read_verify
+
+    return bucket_verdicts(read_verify(DATA / "h200-verify"))
+
+
+@pytest.fixture(scope="session")
+def shipped_moe_runs():
+    """``data/h200-moe`` as :func:`profkit.sources.moe_runs.read_moe_runs` reads it (a MoeRuns)."""
+    from profkit.sources.moe_runs import read_moe_runs
+
+    return read_moe_runs(DATA / "h200-moe")

@@ -158,7 +158,7 @@ def test_serving_gains_follow_the_rule_not_the_replay_band():
     plan = advise(capture, verify=verdicts, budget_s=25)
     b = plan.buckets.set_index(["shape", "bucket"])
     at = verdicts[verdicts["at_bucket"].fillna(False)].set_index(["shape", "bucket"])
-    both = b.join(at[["verdict", "effect"]], rsuffix="_v", how="inner")
+    both = b.join(at[["verdict", "effect"]].add_suffix("_v"), how="inner")
     assert len(both) == len(b) and (both["gain_source"] == "serving").all()
     assert (both["verdict"] == both["verdict_v"]).all() and np.allclose(both["effect"], both["effect_v"])
     assert (both["counted"] == both["verdict"].isin(["faster", "slower"])).all()

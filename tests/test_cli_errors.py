@@ -161,6 +161,7 @@ def test_interrupt_is_one_line(monkeypatch, capsys, a_file):
     assert capsys.readouterr().err == "profkit parse: interrupted\n"
 
 
+@pytest.mark.filterwarnings("default::UserWarning")  # shown as Python shows it, for the CLI to print as a line
 def test_warnings_are_one_line_each(monkeypatch, capsys, a_file):
     def run(args):
         warnings.warn("skipped 1 unreadable file(s):\n  a.parquet: truncated", UserWarning)

@@ -22,7 +22,7 @@ def test_capture_suite_passes_on_0616():
     probe = subprocess.run([sys.executable, "-c", "import flashinfer; print(flashinfer.__version__)"],
                            env=env, capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == VERSION
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:warnings", "-p", "no:cacheprovider",
-                             str(ROOT / "tests" / "test_capture.py")], env=env, capture_output=True, text=True,
-                            cwd=ROOT)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:warnings", "-p",
+                             "no:cacheprovider", str(ROOT / "tests" / "test_capture.py")], env=env, capture_output=True,
+                            text=True, cwd=ROOT)  # -n 0: one process, inside this test's worker
     assert result.returncode == 0, result.stdout[-3000:]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from conftest import ROOT
@@ -41,6 +40,8 @@ def test_the_seven_notebooks_exist():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_shipped_with_their_outputs(path):
     """Every code cell ran, in order, without an error; figures are stored as images."""
+    import nbformat  # here, not at the top: its jsonschema import costs every pytest worker ~3 s at collection
+
     nb = nbformat.read(path, as_version=4)
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
     assert [cell.execution_count for cell in code] == list(range(1, len(code) + 1)), f"{path.name}: re-execute it"
@@ -51,6 +52,7 @@ def test_shipped_with_their_outputs(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path):
+    import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)

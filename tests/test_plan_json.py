@@ -11,7 +11,6 @@ import dataclasses
 import json
 import os
 import re
-import warnings
 
 import pandas as pd
 import pytest
@@ -35,9 +34,7 @@ CASES = {  # capture, budget: a plan that drops buckets and blocks tactics, one 
 
 
 def _load(path):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return profkit.load(DATA / path)
+    return profkit.load(DATA / path)
 
 
 @pytest.fixture(scope="module", params=list(CASES))

@@ -417,7 +417,6 @@ def test_fifo_and_device_inputs_are_refused_without_hanging(toy, tmp_path):
     assert "provenance.json: is a device" in read.stdout and "op_timings.parquet: is a FIFO" in read.stdout
 
 
-@pytest.mark.filterwarnings("ignore:.*could not be read:UserWarning")
 def test_provenance_that_is_no_object_is_named_not_a_traceback(toy, tmp_path):
     from profkit.sources.datadir import read_datadir
 
@@ -426,7 +425,8 @@ def test_provenance_that_is_no_object_is_named_not_a_traceback(toy, tmp_path):
     toy.save(root / "b" / "capture")
     (root / "a" / "provenance.json").write_text("[1, 2]")
     (root / "b" / "provenance.json").write_text('{"env": "a string", "shapes": [{"name": "x", "n": "q", "k": 1}]}')
-    data = read_datadir(root)
+    with pytest.warns(UserWarning, match=r"2 file\(s\) could not be read and were skipped: .*expected a JSON object"):
+        data = read_datadir(root)
     assert data.provenance == {}
     assert sum("expected a JSON object" in p for p in data.problems) == 2
 
@@ -511,6 +511,7 @@ def test_a_like_file_that_is_no_cache_file_is_named(tmp_path, capsys, content, w
     assert why in err and str(like) in err and "\n" not in err
 
 
+@pytest.mark.filterwarnings("default::UserWarning")  # the damaged file's warning: a line of the CLI's stderr
 def test_advise_without_usable_candidates_says_it_cannot_plan(toy, tmp_path, capsys):
     empty = dataclasses_replace(toy, candidates=schema.empty("candidates"))
     with pytest.raises(ProfkitError, match="cannot plan"):

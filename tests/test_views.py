@@ -336,7 +336,8 @@ def shipped(shipped_h200, shipped_h200_results):
 PLOTS = sorted(name for name in views.__all__ if name.startswith("plot_"))
 
 
-def _args(name, data, r, labels):
+def _args(name, data, r, labels, request):
+    """The arguments of ``views.<name>`` on the shipped data; the session fixtures it needs are built on first use."""
     c = data.tables.candidates
     return {
         "plot_tactic_map": lambda: ((r.speedups,), {"labels": labels, "batch_sizes": [512]}),
@@ -352,20 +353,19 @@ def _args(name, data, r, labels):
         "plot_step_change": lambda: ((r.step_measured,), {"predicted": r.step_predicted}),
         "plot_step_times": lambda: ((r.step_rows,), {"model": "llama3-8b", "dtype": "fp8"}),
         "plot_kernel_vs_e2e": lambda: ((analysis.kernel_vs_e2e(r.speedups, _seed_pair()),), {}),
-        "plot_serving_vs_tuner": lambda: ((_shipped_verdicts(),), {}),
+        "plot_serving_vs_tuner": lambda: ((request.getfixturevalue("shipped_verify_verdicts"),), {}),
         "plot_verdicts": lambda: ((r.evidence,), {"recommendations": dict(zip(r.op_verdicts["op"],
                                                                               r.op_verdicts["recommendation"]))}),
-        **_moe_args(),
+        **_moe_args(request),
     }[name]()
 
 
-def _moe_args() -> dict:
+def _moe_args(request) -> dict:
     """The MoE plots on data/h200-moe's Qwen3-30B-A3B runs (built only when asked for)."""
     def frames():
         from profkit.analysis import moe
-        from profkit.sources.moe_runs import read_moe_runs
 
-        runs = read_moe_runs(DATA / "h200-moe")
+        runs = request.getfixturevalue("shipped_moe_runs")
         t, r0 = runs.tables, "qwen3-30b-a3b-r0-r0"
         aa = runs.step[runs.step["source"].str.contains("qwen3-30b-a3b-step-aa")]
         verify = runs.verify[runs.verify["run_id"] == r0]
@@ -387,13 +387,6 @@ def _moe_args() -> dict:
     return {"plot_moe_tactics": tactics, "plot_moe_routing": routing, "plot_moe_step": step}
 
 
-def _shipped_verdicts() -> pd.DataFrame:
-    from profkit.analysis.verify import bucket_verdicts
-    from profkit.sources.verify import read_verify
-
-    return bucket_verdicts(read_verify(DATA / "h200-verify"))
-
-
 def _seed_pair():
     common = {"engine": "sglang", "max_concurrency": 512, "successful_requests": 2560,
               "total_input_tokens": 2621440, "total_output_tokens": 2621440}
@@ -402,13 +395,13 @@ def _seed_pair():
 
 
 @pytest.mark.parametrize("name", PLOTS)
-def test_every_plot_on_shipped_data(name, shipped):
+def test_every_plot_on_shipped_data(name, shipped, request):
     fn = getattr(views, name)
     params = inspect.signature(fn).parameters
     assert "ax" in params and params["ax"].kind is inspect.Parameter.KEYWORD_ONLY
-    args, kwargs = _args(name, *shipped)
+    args, kwargs = _args(name, *shipped, request)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("error", UserWarning)  # the shipped data draws whole: no row is dropped with a warning
         fig = fn(*args, **kwargs)
         assert isinstance(fig, Figure) and fig.axes
         grid = Figure()
@@ -490,8 +483,8 @@ def test_the_reader_scan_sees_a_reader():
     assert {name for _, name in _calls(tree)} >= {"read_parquet", "open", "read_text"}
 
 
-def test_serving_vs_tuner_counts_each_quadrant_and_verdict():
-    v = _shipped_verdicts()
+def test_serving_vs_tuner_counts_each_quadrant_and_verdict(shipped_verify_verdicts):
+    v = shipped_verify_verdicts
     fig = views.plot_serving_vs_tuner(v, op="fp8_gemm")
     ax = fig.axes[0]
     at = v[(v["op"] == "fp8_gemm") & v["at_bucket"]]
