@@ -14,6 +14,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -27,12 +28,14 @@ TARGET = 0.5
 
 def run_suite(checkout: Path, cpus: str | None) -> tuple[float, str]:
     """Seconds and the last line of one whole-suite run in ``checkout``."""
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]  # each checkout's addopts: its summary line
     if cpus:
         argv = ["taskset", "-c", cpus, *argv]
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     start = time.perf_counter()
-    done = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, check=False)
+    # Ctrl-C as from a terminal: a background start (`cmd &`) ignores SIGINT, and the signal tests need it.
+    done = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, check=False,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seconds = time.perf_counter() - start
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     last = lines[-1] if lines else f"no output (exit {done.returncode}): {done.stderr.strip()[-300:]}"
