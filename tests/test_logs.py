@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import profkit
+import log_golden
 from conftest import DATA, TEST_DATA
 from profkit.cli import main as cli_main
 from profkit.errors import ParseError
@@ -314,16 +315,6 @@ def test_truncated_gzip_keeps_what_was_decompressed(tmp_path):
 
 # -- the bulk path against one line at a time and against the reader before the package ----------
 
-def _compare_script():
-    import importlib.util
-    import sys
-    sys.path.insert(0, str(TEST_DATA.parents[1] / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("compare_log_tables", TEST_DATA.parents[1] / "scripts" / "compare_log_tables.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_bulk_tables_equal_one_line_at_a_time_and_the_golden_digests(monkeypatch):
     """Golden digests: scripts/compare_log_tables.py digests, run with commit 318e49f's profkit (before the package;
     tests/data/log_golden/README.md names the inputs re-made after a fix)."""
@@ -334,20 +325,19 @@ def test_bulk_tables_equal_one_line_at_a_time_and_the_golden_digests(monkeypatch
     from profkit.sources import logs
     from profkit.sources.logs import bulk
 
-    compare = _compare_script()
     golden = json.loads((TEST_DATA / "log_golden" / "digests.json").read_text())
     monkeypatch.chdir(TEST_DATA.parents[1])  # runs.path as the digests were made: relative to the repository
     with tempfile.TemporaryDirectory(prefix="pk-golden-", dir="/tmp") as tmp:  # one level: tables_of names it <tmp>
-        made = dict(compare.small(Path(tmp)))
+        made = dict(log_golden.small(Path(tmp)))
         assert set(golden) <= set(made)  # logs added to data/ since the digests: bulk == one by one only
         assert any("log_moe_public" in name for name in made) and any(name.startswith("data") for name in made)
         differing = []
         for name, make in made.items():
             arg = make()
-            in_bulk = compare.digest(compare.tables_of(arg))
+            in_bulk = log_golden.digest(log_golden.tables_of(arg))
             with monkeypatch.context() as one_by_one:
                 one_by_one.setattr(logs, "feed", functools.partial(bulk.feed, bulk=False))
-                line_by_line = compare.digest(compare.tables_of(arg))
+                line_by_line = log_golden.digest(log_golden.tables_of(arg))
             if in_bulk != line_by_line or in_bulk != golden.get(name, in_bulk):
                 differing.append(name)
     assert differing == [], differing
