@@ -3,8 +3,9 @@
 ``profkit --help``, each subcommand's ``--help`` and two argument errors (a missing path, found
 before anything heavy is imported) are started in alternating rounds with the bare interpreter
 importing argparse; medians are printed with their ratio to it. The target (issue 26) is at most
-5x. The command is started the way the ``profkit`` console script starts it. Run:
-``python benchmarks/bench_cli_startup.py`` (``--rounds N``; ``PYTHONPATH=<another checkout>`` measures that one).
+5x. The command is started the way the ``profkit`` console script starts it, from this checkout.
+Run: ``python benchmarks/bench_cli_startup.py`` (``--rounds N``; ``--baseline DIR`` also starts another
+checkout's ``profkit --help``, ``report --help`` and ``verify /missing`` in the same rounds, from DIR).
 """
 
 from __future__ import annotations
@@ -15,43 +16,54 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from profkit.cli import SUBCOMMANDS
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ENTRY = "import sys; from profkit.cli import main; sys.exit(main())"  # what the console script runs
 TARGET = 5.0
 
 
-def commands() -> dict[str, list[str]]:
-    """Label -> argv, the baseline first."""
-    out = {'python -c "import argparse"': [sys.executable, "-c", "import argparse"],
-           "profkit --help": [sys.executable, "-c", ENTRY, "--help"]}
+def commands(baseline: Path | None) -> dict[str, tuple[list[str], Path]]:
+    """Label -> (argv, the checkout it starts from), python's own start first."""
+    entry = [sys.executable, "-c", ENTRY]
+    out = {'python -c "import argparse"': ([sys.executable, "-c", "import argparse"], ROOT),
+           "profkit --help": ([*entry, "--help"], ROOT)}
     for name in SUBCOMMANDS:
-        out[f"profkit {name} --help"] = [sys.executable, "-c", ENTRY, name, "--help"]
-    out["profkit verify /missing"] = [sys.executable, "-c", ENTRY, "verify", "/missing/capture"]
-    out["profkit parse /missing.log"] = [sys.executable, "-c", ENTRY, "parse", "/missing/server.log"]
+        out[f"profkit {name} --help"] = ([*entry, name, "--help"], ROOT)
+    out["profkit verify /missing"] = ([*entry, "verify", "/missing/capture"], ROOT)
+    out["profkit parse /missing.log"] = ([*entry, "parse", "/missing/server.log"], ROOT)
+    if baseline:
+        for args in (["--help"], ["report", "--help"], ["verify", "/missing/capture"]):
+            out[f"baseline: profkit {' '.join(args)}"] = ([*entry, *args], baseline)
     return out
 
 
-def seconds(argv: list[str], env: dict) -> float:
+def seconds(argv: list[str], checkout: Path, env: dict) -> float:
+    """Wall time of one start; ``python -c`` puts its folder first on sys.path, so ``checkout``'s profkit runs."""
     start = time.perf_counter()
-    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(argv, cwd=checkout, env={**env, "PYTHONPATH": str(checkout)},
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     return time.perf_counter() - start
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=11)
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--baseline", type=Path, help="another checkout of profkit, e.g. a git worktree")
+    args = parser.parse_args()
+    rounds = args.rounds
     # Byte-code caching on, as on a normal install.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    runs = commands()
-    for argv in runs.values():
-        seconds(argv, env)  # warm the file cache and write the byte code
+    runs = commands(args.baseline.resolve() if args.baseline else None)
+    for argv, checkout in runs.values():
+        seconds(argv, checkout, env)  # warm the file cache and write the byte code
     times: dict[str, list[float]] = {label: [] for label in runs}
     for _ in range(rounds):
-        for label, argv in runs.items():
-            times[label].append(seconds(argv, env))
+        for label, (argv, checkout) in runs.items():
+            times[label].append(seconds(argv, checkout, env))
     medians = {label: statistics.median(t) for label, t in times.items()}
     base = next(iter(medians.values()))
     width = max(map(len, medians))
