@@ -78,7 +78,7 @@ def report_section(tables: schema.Tables) -> None:
     """The report's advise section as ``profkit report`` builds it: plan, budgets, figures, tables."""
     from types import SimpleNamespace
 
-    from profkit.views import report
+    from profkit import report
 
     plan = advise(tables)  # what the report's Overview computes; report.plan_section lays it out
     results = SimpleNamespace(plan=plan, plan_error="", frontier=budget_frontier(plan))

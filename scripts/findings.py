@@ -10,7 +10,7 @@ from pathlib import Path
 from profkit.analysis.overview import overview
 from profkit.outputs.atomic import write_text
 from profkit.sources.datadir import read_datadir
-from profkit.views.report import findings_markdown
+from profkit.report import findings_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "findings.md"

@@ -272,7 +272,7 @@ def test_report_section_lays_out_the_plan_analysis_computed(tables):
     from types import SimpleNamespace
 
     from profkit.analysis.advise import budget_frontier
-    from profkit.views import report
+    from profkit import report
 
     plan = advise(tables)  # what the report's Overview holds: the plan is computed there, the view only draws it
     ctx = SimpleNamespace(results=SimpleNamespace(plan=plan, plan_error="", frontier=budget_frontier(plan)))
@@ -288,7 +288,7 @@ def test_report_section_lays_out_the_plan_analysis_computed(tables):
 def test_report_plan_of_many_ops_is_one_figure(tables, monkeypatch):
     from types import SimpleNamespace
 
-    from profkit.views.report import _detail
+    from profkit.report import _detail
 
     monkeypatch.setattr(_detail, "MAX_PLAN_FIGURES", 1)  # the toy plan has two ops: above the limit
     plan = advise(tables)

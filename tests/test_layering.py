@@ -1,4 +1,4 @@
-"""The data flows one way (sources -> schema -> analysis -> views -> cli), and the bench modules form no circle.
+"""The data flows one way (sources -> schema -> analysis -> views -> report and cli), and the bench modules form no circle.
 
 The import checks read each module's source with ``ast`` and import nothing (the bench modules load
 torch's CUDA parts); an import inside a function counts, so a circle cannot hide in one.
@@ -22,14 +22,12 @@ PROFKIT = ROOT / "profkit"
 NEVER = {
     "sources": ("analysis", "views", "outputs", "cli"),
     "analysis": ("sources", "views", "outputs", "cli"),
-    "views": ("sources", "outputs", "cli"),
+    "views": ("sources", "outputs", "report", "cli"),
+    "report": ("cli",),
 }
 # Imports that break a rule today, each with what it uses; the list only shrinks (a stale entry fails too).
 KNOWN = {
     ("analysis/targets.py", "profkit.sources.plan"),  # PlanFile, a type hint of written_plan (TYPE_CHECKING)
-    ("views/_html.py", "profkit.outputs.markdown"),  # markdown_safe, safe_href, shared with plan.md
-    ("views/report/_build.py", "profkit.outputs.atomic"),  # atomic: the report writes its files through it
-    ("views/report/_detail.py", "profkit.outputs.engine_plans"),  # plan_table, also what `profkit advise` prints
 }
 
 

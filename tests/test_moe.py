@@ -22,7 +22,7 @@ from conftest import TEST_DATA
 from profkit import testing as T
 from profkit.testing import moe as M
 from profkit import views
-from profkit.views import report
+from profkit import report
 from profkit.sources.datadir import read_datadir
 
 CANDIDATE_KEY = ["op", "profile", "bucket", "runner", "tactic", "time_ms", "status"]

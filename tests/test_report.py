@@ -15,7 +15,7 @@ from profkit.analysis.overview import RECOMMENDATIONS, chance_count, overview, s
 from profkit.cli import main
 from profkit.errors import ProfkitError
 from profkit.sources.datadir import read_datadir
-from profkit.views import report
+from profkit import report
 
 from conftest import DATA, ROOT, TEST_DATA
 

@@ -239,7 +239,7 @@ class _Tags(html.parser.HTMLParser):
 
 def test_report_page_escapes_names_ids_text_and_links(toy):
     from profkit.analysis.advise import budget_frontier
-    from profkit.views import report
+    from profkit import report
 
     evil = "x'><img src=x onerror=alert(1)>"
     plan = advise(renamed(toy, {"gain_op": evil, "noise_op": "a/b/../../c"}))  # the Overview's plan

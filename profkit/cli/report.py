@@ -59,7 +59,7 @@ def _check_paths(root: Path, out: Path, bench: list[str]) -> None:
 def run(args: argparse.Namespace) -> int:
     _check_paths(Path(args.data or "."), Path(args.out), args.bench)
     from profkit.sources import datadir
-    from profkit.views import report
+    from profkit import report
 
     shipped = datadir.shipped_root().resolve()
     root = Path(args.data) if args.data is not None else shipped

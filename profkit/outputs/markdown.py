@@ -30,7 +30,7 @@ def markdown_safe(page: str) -> str:
     """A Markdown page with no raw HTML from its text and no link to an unsafe target.
 
     Lines that are exactly one of profkit's figure anchors (``<a id='fig-NAME'></a>``, NAME a
-    ``profkit.views._html.slug``) are kept; in every other line ``<`` becomes ``&lt;``. Only ``<``
+    ``profkit.report._html.slug``) are kept; in every other line ``<`` becomes ``&lt;``. Only ``<``
     opens HTML in Markdown; inside a code span it then shows as ``&lt;``, the price of not trusting
     where code spans made of hostile backticks end. Line ends are Markdown's (``\\r`` too).
     """

@@ -1,4 +1,4 @@
-"""Figures, the notebook explorer and the report, drawn from profkit.analysis frames.
+"""Figures and the notebook explorer, drawn from profkit.analysis frames (the report lays them out: profkit.report).
 
 Every ``plot_<thing>(frame, *, ..., ax=None)`` returns a matplotlib Figure: with ``ax=None`` a
 new ``Figure(layout="constrained")`` (no pyplot, nothing global changes), with ``ax=`` given it

@@ -1,7 +1,7 @@
 """The report's pages as Markdown and as self-contained HTML (figures embedded as PNG).
 
 Every value from the data (op, runner, model and path names, numbers) is escaped; links keep only
-http(s) and relative targets (:mod:`profkit.views._html`). The writers format; they compute nothing.
+http(s) and relative targets (:mod:`profkit.report._html`). The writers format; they compute nothing.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from __future__ import annotations
 import base64
 from typing import Mapping, Sequence
 
-from profkit.views import _format, _html
-from profkit.views.report._page import PAGE_TITLES, Section, Table, page_file
+from profkit.report import _html
+from profkit.report._page import PAGE_TITLES, Section, Table, page_file
+from profkit.views import _format
 
 INTRO = "What FlashInfer's autotuner picked, what tuning cost, and whether it paid off: the verdicts first."
 

@@ -24,7 +24,7 @@ or None when the data has nothing for it. Tables are shortened on the page and w
 CSV beside it. For example::
 
     from profkit import analysis
-    from profkit.views import report
+    from profkit import report
 
     def runner_share(ctx):                           # frames in -> Markdown + tables out
         cost = analysis.runner_cost(ctx.data.tables.candidates)
@@ -46,15 +46,15 @@ from __future__ import annotations
 
 from typing import Callable
 
-from profkit.views.report._build import build_report
-from profkit.views.report._detail import (break_even_section, cost_detail_section, e2e_section, moe_detail_section,
+from profkit.report._build import build_report
+from profkit.report._detail import (break_even_section, cost_detail_section, e2e_section, moe_detail_section,
                                           outside_tuning_section, plan_section, provenance_section, repeats_section,
                                           speedup_section, step_section, step_set_figures_section, step_sets_section,
                                           step_times_section, tactic_section, verify_detail_section)
-from profkit.views.report._main import (cost_section, failure_lines, findings_markdown, moe_section, serving_section,
+from profkit.report._main import (cost_section, failure_lines, findings_markdown, moe_section, serving_section,
                                         verdict_line, verdict_section)
-from profkit.views.report._page import PAGES, FigureSpec, ReportContext, Section, Table, page_file
-from profkit.views.report._render import html_page, markdown_page, markdown_table
+from profkit.report._page import PAGES, FigureSpec, ReportContext, Section, Table, page_file
+from profkit.report._render import html_page, markdown_page, markdown_table
 
 # The two figures the README shows (``profkit report --only tactic_map,speedup``).
 README_FIGURES = ("tactic_map", "speedup")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from profkit.views import _html
+from profkit.report import _html
 
 _TOP = 10
 
@@ -75,7 +75,7 @@ class Table:
 
 @dataclasses.dataclass(frozen=True)
 class Section:
-    """One section of a page, from one builder of :data:`profkit.views.report.SECTIONS`.
+    """One section of a page, from one builder of :data:`profkit.report.SECTIONS`.
 
     Attributes:
         title: the heading (also the navigation entry).
@@ -129,7 +129,7 @@ class ReportContext:
     @staticmethod
     def figure(name: str, text: str | None = None, *, page: str | None = None) -> str:
         """A Markdown link to a figure by its name (on ``page``, else on the same page)."""
-        from profkit.views import _html
+        from profkit.report import _html
 
         where = page_file(page) if page else ""
         return f"[{text or name.replace('_', ' ')}]({where}#fig-{_html.slug(name)})"

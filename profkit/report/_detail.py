@@ -12,10 +12,10 @@ from profkit.views._speedup import plot_speedup
 from profkit.views._step import STATE_ORDER
 from profkit.views._tactic_map import plot_tactic_map
 from profkit.views._tuning import plot_tuning_value
-from profkit.views.report import _text as T
-from profkit.views.report._figures import per_op, small_multiples, step_times_grid
-from profkit.views.report._main import moe_figures, moe_model_line
-from profkit.views.report._page import FigureSpec, ReportContext, Section, Table
+from profkit.report import _text as T
+from profkit.report._figures import per_op, small_multiples, step_times_grid
+from profkit.report._main import moe_figures, moe_model_line
+from profkit.report._page import FigureSpec, ReportContext, Section, Table
 
 _WINNER_COLUMNS = ["op", "shape", "bucket", "runner", "tactic", "time_ms", "default_ms", "speedup", "noise_pct",
                    "within_noise"]

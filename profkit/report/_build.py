@@ -12,8 +12,8 @@ from typing import Callable, Iterable, Sequence
 from profkit.errors import ProfkitError
 from profkit.outputs import atomic
 from profkit.views import _style
-from profkit.views.report._page import PAGES, Section, page_file
-from profkit.views.report._render import html_page, markdown_page
+from profkit.report._page import PAGES, Section, page_file
+from profkit.report._render import html_page, markdown_page
 
 # CSS pixels per figure inch on the page: a figure is shown at most at this scale, so a small one stays small.
 _PX_PER_INCH = 100
@@ -34,7 +34,7 @@ def build_report(data, out: str | Path, *, results=None,
         data: from :func:`profkit.sources.datadir.read_datadir`.
         out: output directory (created).
         results: the analyses (default: :func:`profkit.analysis.overview.overview` of ``data``).
-        sections: section builders in page order (default :data:`profkit.views.report.SECTIONS`).
+        sections: section builders in page order (default :data:`profkit.report.SECTIONS`).
         formats: figure formats to write ("png", "svg", "pdf").
         only: figure names to draw (default all; see the pages for names).
         index: also write the pages, the tables' CSV files and summary.json.
@@ -51,7 +51,7 @@ def build_report(data, out: str | Path, *, results=None,
     from tqdm.auto import tqdm
 
     from profkit.analysis.overview import overview, summary_document
-    from profkit.views.report import SECTIONS, ReportContext
+    from profkit.report import SECTIONS, ReportContext
 
     out = Path(out)
     formats = tuple(formats)
