@@ -466,10 +466,11 @@ def _calls(tree):
             yield node.lineno, f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "profkit" / "views").glob("*.py")), ids=lambda p: p.name)
-def test_views_never_read_a_file_or_call_a_reader(path):
-    """A view takes frames, never a path: no open(), Path.read_*, pd.read_*, profkit.load or read_* call,
-    and no import of a source module (the data directory is read by profkit.sources.datadir)."""
+@pytest.mark.parametrize("path", sorted(p for layer in ("views", "report") for p in (ROOT / "profkit" / layer).glob("*.py")),
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_views_and_the_report_never_read_a_file_or_call_a_reader(path):
+    """A view or report page takes frames, never a path: no open(), Path.read_*, pd.read_*, profkit.load or read_*
+    call, and no import of a source module (the data directory is read by profkit.sources.datadir)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     found = [f"{path.name}:{line}: {name}()" for line, name in _calls(tree)
              if name in READERS or name.startswith("read_")]
