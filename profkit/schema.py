@@ -569,6 +569,71 @@ def _text_table(rows: list[dict[str, str]]) -> list[str]:
     return [line({n: n for n in names}), *map(line, rows)]
 
 
+# -- the plan ``profkit advise`` writes (profkit.outputs.engine_plans) and reads back (profkit.sources.plan) --
+PLAN_FORMAT = "profkit-plan/1"
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanOp:
+    """One op of a written plan: what the plan does with it and what that costs.
+
+    Attributes:
+        op: FlashInfer's custom_op.
+        decision: ``skip``, ``some buckets``, ``block only`` or ``full``.
+        tuned_buckets: the op's buckets the plan still tunes, ascending (none when skipped). The
+            switch ``tuning_buckets`` is one tuple for every op; this is what it leaves of each.
+        n_shapes: captured shapes of the op.
+        n_buckets: captured buckets of the op.
+        full_s: seconds of the op's full tuning pass.
+        planned_s: seconds of its planned tuning pass.
+        jit_s: JIT build seconds inside the capture.
+        prep_kept_s: runner preparation seconds (cuDNN plan builds) blocking cannot save.
+        pass_ms: the fully tuned op's step time per pass.
+        cost_ms: expected step time the plan loses per pass.
+        cost_pct: ``cost_ms`` in percent of ``pass_ms``.
+        verdict: the plan's sentence for the op.
+    """
+
+    op: str
+    decision: str
+    tuned_buckets: tuple[int, ...]
+    n_shapes: int
+    n_buckets: int
+    full_s: float
+    planned_s: float
+    jit_s: float
+    prep_kept_s: float
+    pass_ms: float
+    cost_ms: float
+    cost_pct: float
+    verdict: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanFile:
+    """A plan as ``profkit advise`` wrote it: FlashInfer's switches and the per-op numbers.
+
+    Attributes:
+        budget: the constraint the plan was chosen under, as text.
+        gain_source: ``tuner`` or ``serving`` (empty when read from ``plan.md``).
+        skip_ops: ops for ``autotune(skip_ops=...)``.
+        tuning_buckets: buckets for ``autotune(tuning_buckets=...)``; None keeps FlashInfer's own.
+        blocklist: ``{"op::RunnerClass": [tactic, ...]}``, tactics as JSON values (lists, not tuples).
+        metadata: the capture's environment in FlashInfer's ``_metadata`` keys.
+        notes: the plan's caveats.
+        ops: one :class:`PlanOp` per op, sorted by op (none when read from ``plan.md``).
+    """
+
+    budget: str
+    gain_source: str
+    skip_ops: tuple[str, ...]
+    tuning_buckets: tuple[int, ...] | None
+    blocklist: dict[str, list]
+    metadata: dict
+    notes: tuple[str, ...] = ()
+    ops: tuple[PlanOp, ...] = dataclasses.field(default=())
+
+
 def write_parquet(frame: pd.DataFrame, target: Path) -> Path:
     """Write ``frame`` to ``target`` atomically, through profkit's one writer (:mod:`profkit.outputs.atomic`)."""
     import io

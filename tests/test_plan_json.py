@@ -21,8 +21,9 @@ from profkit.analysis.advise import advise, autotune_arguments, plan_violations
 from profkit.cli import main
 from profkit.errors import ParseError
 from profkit.outputs import atomic, engine_plans
+from profkit.schema import PLAN_FORMAT
 from profkit.sources import plan as plan_source
-from profkit.sources.plan import FORMAT, read_plan, read_plan_json
+from profkit.sources.plan import read_plan, read_plan_json
 
 from conftest import DATA
 
@@ -70,7 +71,7 @@ def test_plan_json_reads_back_as_the_plan_written(shipped_plan, tmp_path):
         if o.op in plan.skip_ops:
             assert o.tuned_buckets == ()
     text = (tmp_path / "plan.json").read_bytes()
-    assert text.isascii() and next(iter(json.loads(text))) == "format" and json.loads(text)["format"] == FORMAT
+    assert text.isascii() and next(iter(json.loads(text))) == "format" and json.loads(text)["format"] == PLAN_FORMAT
 
 
 def test_the_plan_read_back_checks_a_capture_as_the_plan_itself(shipped_plan, tmp_path):

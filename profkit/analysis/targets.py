@@ -23,16 +23,13 @@ advise (the ``profkit advise`` proof):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from profkit.analysis import step
 from profkit.analysis._frames import conform_columns, empty
 from profkit.analysis.advise import BUCKET_COLUMNS, OP_COLUMNS, PLAN_TACTIC_COLUMNS, Plan
-
-if TYPE_CHECKING:
-    from profkit.sources.plan import PlanFile
+from profkit.schema import PlanFile
 
 SIGN_TARGET = 13  # sizes of 16 whose measured step change has the predicted sign
 COST_TARGET = 0.5  # verify seconds per tuning second of the same shape

@@ -57,7 +57,7 @@ from profkit.analysis.advise import Plan, split_blocklist_key
 from profkit.errors import ProfkitError
 from profkit.outputs import atomic
 from profkit.outputs.markdown import fence, markdown_safe
-from profkit.sources.plan import FORMAT, PlanFile, PlanOp
+from profkit.schema import PLAN_FORMAT, PlanFile, PlanOp
 
 FLASHINFER_CHECKED = "flashinfer-python 0.7.2.post1"
 SGLANG_CHECKED = "sgl-project/sglang @ 028ae083 (flashinfer_autotune.py), server_args.py @ 001067ff"
@@ -112,7 +112,7 @@ def plan_record(plan: Plan) -> PlanFile:
 
 def plan_json(plan: Plan) -> str:
     """plan.json: :func:`plan_record` as a JSON object with ``"format": "profkit-plan/1"``."""
-    return atomic.dumps_json({"format": FORMAT, **dataclasses.asdict(plan_record(plan))}, "plan.json")
+    return atomic.dumps_json({"format": PLAN_FORMAT, **dataclasses.asdict(plan_record(plan))}, "plan.json")
 
 
 def _as_json(value):

@@ -21,75 +21,14 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
 
 from profkit.errors import ParseError
+from profkit.schema import PLAN_FORMAT, PlanFile, PlanOp
 from profkit.sources.inputs import Input, boundary, load_json
 
-FORMAT = "profkit-plan/1"
 PLAN_LIMIT = 32 << 20  # a plan of hundreds of ops with every tactic blocked stays far below
-
-
-@dataclass(frozen=True)
-class PlanOp:
-    """One op of a written plan: what the plan does with it and what that costs.
-
-    Attributes:
-        op: FlashInfer's custom_op.
-        decision: ``skip``, ``some buckets``, ``block only`` or ``full``.
-        tuned_buckets: the op's buckets the plan still tunes, ascending (none when skipped). The
-            switch ``tuning_buckets`` is one tuple for every op; this is what it leaves of each.
-        n_shapes: captured shapes of the op.
-        n_buckets: captured buckets of the op.
-        full_s: seconds of the op's full tuning pass.
-        planned_s: seconds of its planned tuning pass.
-        jit_s: JIT build seconds inside the capture.
-        prep_kept_s: runner preparation seconds (cuDNN plan builds) blocking cannot save.
-        pass_ms: the fully tuned op's step time per pass.
-        cost_ms: expected step time the plan loses per pass.
-        cost_pct: ``cost_ms`` in percent of ``pass_ms``.
-        verdict: the plan's sentence for the op.
-    """
-
-    op: str
-    decision: str
-    tuned_buckets: tuple[int, ...]
-    n_shapes: int
-    n_buckets: int
-    full_s: float
-    planned_s: float
-    jit_s: float
-    prep_kept_s: float
-    pass_ms: float
-    cost_ms: float
-    cost_pct: float
-    verdict: str
-
-
-@dataclass(frozen=True)
-class PlanFile:
-    """A plan as ``profkit advise`` wrote it: FlashInfer's switches and the per-op numbers.
-
-    Attributes:
-        budget: the constraint the plan was chosen under, as text.
-        gain_source: ``tuner`` or ``serving`` (empty when read from ``plan.md``).
-        skip_ops: ops for ``autotune(skip_ops=...)``.
-        tuning_buckets: buckets for ``autotune(tuning_buckets=...)``; None keeps FlashInfer's own.
-        blocklist: ``{"op::RunnerClass": [tactic, ...]}``, tactics as JSON values (lists, not tuples).
-        metadata: the capture's environment in FlashInfer's ``_metadata`` keys.
-        notes: the plan's caveats.
-        ops: one :class:`PlanOp` per op, sorted by op (none when read from ``plan.md``).
-    """
-
-    budget: str
-    gain_source: str
-    skip_ops: tuple[str, ...]
-    tuning_buckets: tuple[int, ...] | None
-    blocklist: dict[str, list]
-    metadata: dict
-    notes: tuple[str, ...] = ()
-    ops: tuple[PlanOp, ...] = field(default=())
 
 
 def read_plan(folder: str | os.PathLike) -> PlanFile:
@@ -119,10 +58,10 @@ def read_plan_json(path: str | os.PathLike) -> PlanFile:
         raise ParseError(item.damage, path=where)
     if not isinstance(doc, dict):
         raise ParseError(f"not a profkit plan: a JSON {_kind(doc)}, expected an object with "
-                         f"\"format\": \"{FORMAT}\"", path=where)
-    if doc.get("format") != FORMAT:
+                         f"\"format\": \"{PLAN_FORMAT}\"", path=where)
+    if doc.get("format") != PLAN_FORMAT:
         got = f"format {ascii(doc['format'])[:80]}" if "format" in doc else "no \"format\" key"
-        raise ParseError(f"not a profkit plan this version reads: {got}, expected \"{FORMAT}\"", path=where)
+        raise ParseError(f"not a profkit plan this version reads: {got}, expected \"{PLAN_FORMAT}\"", path=where)
     with boundary(where):
         return PlanFile(
             budget=_text(doc, "budget", where), gain_source=_text(doc, "gain_source", where),
