@@ -14,6 +14,7 @@ import subprocess
 import sys
 import zlib
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -222,6 +223,19 @@ def test_step_prediction_from_hand_made_rows():
     assert row["predicted_capture_ms"] == pytest.approx(-0.2)  # 2 layers x (0.5 - 0.6)
     assert row["predicted_verify_ms"] == pytest.approx(-0.2)   # 2 layers x (0.2 - 0.3)
     assert bool(row["sign_agrees"]) and row["verify_over_measured"] == pytest.approx(1.0)
+
+
+def test_model_summary_counts_a_cache_repaired_cache_set_without_untuned():
+    """moe.sh's ``repaired`` phase: cache twice (an A/A pair) around repaired, six passes, no untuned series."""
+    rng = np.random.default_rng(0)
+    rows = [{"model": "m", "dtype": "bf16", "phase": "decode", "tokens": tokens, "layers": 4, "state": label[:5],
+             "label": label, "pass": p, "source": "set", "step_ms": ms * (1 + rng.normal(0, 0.002))}
+            for tokens, repaired_ms in ((8, 1.05), (64, 1.0)) for p in range(6)
+            for label, ms in (("cache", 1.0), ("repaired", repaired_ms), ("cache-2", 1.0)) for _ in range(3)]
+    runs = pd.DataFrame({"run_id": ["r"], "model": ["m"], "tune_call_s": [1.0], "folder": ["m-r0"]})
+    empty_frame = pd.DataFrame(columns=["run_id", "profile", "bucket", "tactic", "time_ms"])
+    row = moe.model_summary(empty_frame, empty_frame, pd.DataFrame(), pd.DataFrame(rows), runs).iloc[0]
+    assert (row["repaired_vs_cache_slower"], row["aa_points"], row["aa_beyond_noise"]) == (1, 2, 0)
 
 
 def test_picks_across_runs_count_distinct_picks_and_their_spread():

@@ -96,9 +96,14 @@ def step_changes(step: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFra
     against ``untuned``, identical kernels) shows what the design calls noise.
     """
     require(step, ("state", "step_ms"), "step rows")
-    name = "series" if "series" in step.columns else "label"  # step.jsonl read raw: the record's label
+    return measured_step_change(_by_series(step), baseline=baseline)
+
+
+def _by_series(step: pd.DataFrame) -> pd.DataFrame:
+    """``step`` with ``state`` the timed series' name (``series``, or ``label`` in step.jsonl read raw)."""
+    name = "series" if "series" in step.columns else "label"
     labels = step[name].astype("string") if name in step.columns else step["state"].astype("string")
-    return measured_step_change(step.assign(state=labels.fillna(step["state"].astype("string"))), baseline=baseline)
+    return step.assign(state=labels.fillna(step["state"].astype("string")))
 
 
 def step_predictions(step: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataFrame, *,
@@ -170,6 +175,15 @@ def _served_delta(verify: pd.DataFrame, routing: str, *, repaired: bool) -> dict
         if len(ran) and len(default):
             out[int(m)] = float(ran.iloc[0] - default.iloc[0])
     return out
+
+
+def _aa_changes(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each series given twice (``untuned-2``, ``cache-2``: identical kernels) against its first, per size."""
+    labels = set(_by_series(rows)["state"].dropna())
+    pairs = [(label, label.rsplit("-", 1)[0]) for label in sorted(labels)
+             if label.rsplit("-", 1)[-1].isdigit() and label.rsplit("-", 1)[0] in labels]
+    parts = [step_changes(rows, baseline=base).query("state == @label") for label, base in pairs]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["beyond_noise"])
 
 
 def picks_across_runs(winners: pd.DataFrame, candidates: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -261,8 +275,8 @@ def model_summary(winners: pd.DataFrame, candidates: pd.DataFrame, verify: pd.Da
         :data:`MODEL_SUMMARY_COLUMNS`: tuning_s is the first tuning's wall seconds, verify_over_tuning that
         routing's verify seconds over it (same process); op speedups and pick_slower (pick slower than
         the default beyond noise) at every verified M under every routing; flips over the repeated
-        tunings; step counts are sizes of the cache series against untuned; aa_* the untuned-2 series
-        (identical kernels) against untuned; the prediction columns compare verify's prediction with
+        tunings; step counts are sizes of the cache series against untuned; aa_* every series given twice
+        (``untuned-2``, ``cache-2``: identical kernels) against its first; the prediction columns compare verify's prediction with
         the measured cache and repaired changes; repaired_* count sizes where the repaired series is
         slower beyond noise than untuned, and than the cache series.
     """
@@ -321,14 +335,16 @@ def _one_step_set(rows: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataFram
         out.update(step_sizes=len(cache), step_faster=int((cache["beyond_noise"] & ~cache["slower"]).sum()),
                    step_slower=int(cache["slower"].sum()), step_change_min_pct=cache["delta_pct"].min(),
                    step_change_max_pct=cache["delta_pct"].max())
-    aa = changes[changes["state"] == "untuned-2"]
+    aa = _aa_changes(rows)
     if len(aa):
         out.update(aa_points=len(aa), aa_beyond_noise=int(aa["beyond_noise"].sum()))
     repaired = changes[changes["state"] == "repaired"]
     if len(repaired):
         out["repaired_slower"] = int(repaired["slower"].sum())
-        versus = step_changes(rows, baseline="cache")
-        out["repaired_vs_cache_slower"] = int(versus[versus["state"] == "repaired"]["slower"].sum())
+    versus = step_changes(rows, baseline="cache")
+    versus = versus[versus["state"] == "repaired"]
+    if len(versus):  # also in a set with no untuned (cache,repaired,cache)
+        out["repaired_vs_cache_slower"] = int(versus["slower"].sum())
     if len(verify) and len(cache):
         verified_run = verify["run_id"].iloc[0]
         won = winners[winners["run_id"] == verified_run]
