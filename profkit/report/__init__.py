@@ -48,11 +48,11 @@ from typing import Callable
 
 from profkit.report._build import build_report
 from profkit.report._detail import (break_even_section, cost_detail_section, e2e_section, moe_detail_section,
-                                          outside_tuning_section, plan_section, provenance_section, repeats_section,
-                                          speedup_section, step_section, step_set_figures_section, step_sets_section,
-                                          step_times_section, tactic_section, verify_detail_section)
+                                    outside_tuning_section, plan_section, provenance_section, repeats_section,
+                                    speedup_section, step_section, step_set_figures_section, step_sets_section,
+                                    step_times_section, tactic_section, verify_detail_section)
 from profkit.report._main import (cost_section, failure_lines, findings_markdown, moe_section, serving_section,
-                                        verdict_line, verdict_section)
+                                  verdict_line, verdict_section)
 from profkit.report._page import PAGES, FigureSpec, ReportContext, Section, Table, page_file
 from profkit.report._render import html_page, markdown_page, markdown_table
 
