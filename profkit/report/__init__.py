@@ -51,8 +51,8 @@ from profkit.report._detail import (break_even_section, cost_detail_section, e2e
                                     outside_tuning_section, plan_section, provenance_section, repeats_section,
                                     speedup_section, step_section, step_set_figures_section, step_sets_section,
                                     step_times_section, tactic_section, verify_detail_section)
-from profkit.report._main import (cost_section, failure_lines, findings_markdown, moe_section, serving_section,
-                                  verdict_line, verdict_section)
+from profkit.report._main import (cost_section, failure_lines, findings_markdown, headline_markdown, moe_section,
+                                  serving_section, verdict_line, verdict_section)
 from profkit.report._page import PAGES, FigureSpec, ReportContext, Section, Table, page_file
 from profkit.report._render import html_page, markdown_page, markdown_table
 
@@ -71,7 +71,7 @@ SECTIONS: list[Callable[[ReportContext], Section | None]] = [
 __all__ = [
     "PAGES", "README_FIGURES", "SECTIONS", "FigureSpec", "ReportContext", "Section", "Table", "break_even_section",
     "build_report", "cost_detail_section", "cost_section", "e2e_section", "failure_lines", "findings_markdown",
-    "html_page", "markdown_page", "markdown_table", "moe_detail_section", "moe_section", "outside_tuning_section",
+    "headline_markdown", "html_page", "markdown_page", "markdown_table", "moe_detail_section", "moe_section", "outside_tuning_section",
     "page_file", "plan_section", "provenance_section", "repeats_section", "serving_section", "speedup_section",
     "step_section", "step_set_figures_section", "step_sets_section", "step_times_section", "tactic_section",
     "verdict_line", "verdict_section", "verify_detail_section",

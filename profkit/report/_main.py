@@ -320,6 +320,30 @@ def moe_section(ctx: ReportContext) -> Section | None:
 
 
 # -- docs/findings.md -----------------------------------------------------------------------------
+def headline_markdown(results) -> str:
+    """The README's short answer: per op its verdict, what it bought and what tuning cost; the rule's A/A rate."""
+    lines = [f"- {_headline_line(r)}" for r in results.op_verdicts.itertuples(index=False)]
+    aa = aa_sentence(results.aa).strip()
+    return "\n".join(lines) + (f"\n\n{aa}" if aa else "") + "\n"
+
+
+def _headline_line(r) -> str:
+    basis = {"step": "model step", "serving": "serving"}.get(r.basis, str(r.basis))
+    parts = [f"**`{r.op}`: {_HEADLINE.get(r.recommendation, r.recommendation).format(basis=basis)}.**"]
+    if r.serving_points:
+        parts.append(f"In serving the pick runs {T.times(r.serving_speedup_min, r.serving_speedup_max)} the default's "
+                     f"speed (median {T.times(r.serving_speedup_median, digits=3)}).")
+    if r.step_measurable:
+        n, f, s = int(r.step_measurable), int(r.step_faster), int(r.step_slower)
+        text = f"The model step ({r.step_models}) is faster beyond noise at {f} of {T.count(n, 'measurable size')}"
+        if f and s == 0 and r.step_change_max_pct < 0:
+            text += f" ({T.faster_span(r.step_change_max_pct / 100, r.step_change_min_pct / 100)})"
+        parts.append(f"{text}, slower at {s}.")
+    if not T.missing(r.call_s_min):
+        parts.append(f"Tuning: {T.seconds(r.call_s_min, r.call_s_max)} per call.")
+    return " ".join(parts)
+
+
 def findings_markdown(results) -> str:
     """The main page's answers as Markdown for docs/findings.md: loud failures, one verdict per op, MoE per model."""
     lines = [f"- {line}" for line in failure_lines(results)]
