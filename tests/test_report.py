@@ -406,6 +406,18 @@ def test_the_docs_findings_and_the_readme_hold_the_current_verdicts(shipped_whol
     assert want.count("keep autotuning on") == 1 and "fp8_gemm" in want
 
 
+def test_the_readme_headline_says_only_what_was_measured(shipped_whole_results):
+    """An op with no measurable step size and no serving table gets neither sentence; no A/A pairs, no A/A line."""
+    import types
+
+    verdicts = shipped_whole_results.op_verdicts.copy()
+    verdicts.loc[verdicts["op"] == "fp8_gemm", ["step_measurable", "serving_points"]] = 0
+    text = report.headline_markdown(types.SimpleNamespace(op_verdicts=verdicts, aa=pd.DataFrame()))
+    fp8 = next(line for line in text.splitlines() if "`fp8_gemm`" in line)
+    assert "model step (" not in fp8 and "In serving" not in fp8 and "per call" in fp8
+    assert "The model step (" in text and "identical kernels" not in text
+
+
 def test_the_page_states_the_a_a_rate_and_the_smallest_detectable_change(whole):
     """The rule's calibration travels with the verdicts: identical kernels in the data, and what each design could see."""
     aa = whole.results.aa
