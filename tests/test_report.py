@@ -422,9 +422,10 @@ def test_the_page_states_the_a_a_rate_and_the_smallest_detectable_change(whole):
     """The rule's calibration travels with the verdicts: identical kernels in the data, and what each design could see."""
     aa = whole.results.aa
     assert set(aa["kind"]) == {"series", "same_kernels"} and (aa["called"] <= 0.05).all()
-    assert aa.set_index("kind").loc["series", "measurable"] == 48
+    assert (aa["measurable"] > 0).all()
     text = report.verdict_section(whole).text
-    assert "On identical kernels in this data, the rule called 0 of 13" in text and "0 of 48" in text
+    said = [f"{round(a.called * a.points)} of {a.measurable}" for a in aa.sort_values("kind").itertuples()]
+    assert all(part in text for part in said) and "On identical kernels in this data, the rule called" in text
     moe = whole.results.op_verdicts.set_index("op").loc[MOE]
     assert 0 < moe["step_detectable_min_pct"] < moe["step_detectable_max_pct"]
     assert f"smallest detectable change {moe['step_detectable_min_pct']:.1f}-" in text
