@@ -3,7 +3,7 @@
     python scripts/calibrate_rule.py            # step A/A rates, detectable change per size, verify spread
     python scripts/calibrate_rule.py --csv DIR  # also write the tables as CSV
 
-A/A: identical kernels. Step sets: a state given twice in one process (MoE ``untuned-2``), a state
+A/A: identical kernels. Step sets: a state given twice in one process (MoE ``untuned-2``, ``cache-2``), a state
 whose recorded picks equal untuned's (the dense interleaved and bracketed sets), and any state's
 pass against its own other pass (the one-pass-each design). Before: the old step rule (|median
 difference| > the larger max - min of the two states' repetitions). After: analysis.verdict.
@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STEP_SETS = {
     "dense interleaved": "data/h200-verify/step-interleaved/*/*/step.jsonl",
     "MoE A/A": "data/h200-moe/*-step-aa/step.jsonl",
+    "MoE repaired": "data/h200-moe/*-step-repaired/step.jsonl",
     "bracketed": "data/h200-verify/step-bracketed/*/step.jsonl",
 }
 KINDS = {"series": "state given twice (interleaved passes)", "same_kernels": "same picks as untuned",
@@ -53,22 +54,19 @@ def main(argv: list[str] | None = None) -> int:
     for (family, kind), g in points.groupby(["family", "kind"], sort=False):
         r = verdict.aa_rates(g, by=["family"]).iloc[0]
         print(f"   {family:17s} {KINDS[kind]:44s} {r.points:4d} points: old rule {r.old_beyond_noise:6.1%} -> "
-              f"{r.called:5.1%} ({r.measurable} measurable, {r.not_measurable:.0%} not measurable)")
+              f"this rule {r.calls} of {r.measurable} measurable")
     print("   per data set (old rule on single passes -> the rule on every A/A point of the set):")
     single = verdict.aa_rates(points[points["kind"] == "single_pass"], by=["source"]).set_index("source")
     for source, r in verdict.aa_rates(points, by=["source"]).set_index("source").iterrows():
         old, pairs = single.loc[source, "old_beyond_noise"], int(single.loc[source, "points"])
         print(f"     {source:52s} old {old:6.1%} of {pairs}"
-              f" single-pass pairs -> {r.called:4.1%} called of {r.points} ({r.measurable} measurable)")
+              f" single-pass pairs -> this rule {r.calls} of {r.measurable} measurable ({r.points} points)")
 
-    measurable = points[points["verdict"] != "not_measurable"]
-    print(f"\n2. Sensitivity on the {len(measurable)} measurable A/A points (share called):")
-    for confidence in (0.90, 0.95, 0.99):
-        rates = []
-        for floor in (0.0, verdict.DRIFT_FLOOR, 0.01):
-            again = verdict.aa_step_points(steps, kinds=("series", "same_kernels"), confidence=confidence, floor=floor)
-            rates.append(f"floor {floor:.1%}: {again['verdict'].isin(['faster', 'slower']).mean():5.1%}")
-        print(f"   confidence {confidence:.0%}: " + ", ".join(rates))
+    sensitivity = verdict.aa_sensitivity(steps)
+    print(f"\n2. Sensitivity on the {sensitivity['measurable'].iloc[0]} measurable A/A points (share called):")
+    for confidence, g in sensitivity.groupby("confidence", sort=False):
+        print(f"   confidence {confidence:.0%}: " + ", ".join(f"floor {r.floor:.1%}: {r.called:5.1%}"
+                                                          for r in g.itertuples()))
 
     measured = pd.concat([measured_step_change(g).assign(family=family)
                           for (family, _), g in steps.groupby(["family", "source"], sort=False)], ignore_index=True)

@@ -424,7 +424,7 @@ def test_the_page_states_the_a_a_rate_and_the_smallest_detectable_change(whole):
     assert set(aa["kind"]) == {"series", "same_kernels"} and (aa["called"] <= 0.05).all()
     assert (aa["measurable"] > 0).all()
     text = report.verdict_section(whole).text
-    said = [f"{round(a.called * a.points)} of {a.measurable}" for a in aa.sort_values("kind").itertuples()]
+    said = [f"{a.calls} of {a.measurable}" for a in aa.sort_values("kind").itertuples()]
     assert all(part in text for part in said) and "On identical kernels in this data, the rule called" in text
     moe = whole.results.op_verdicts.set_index("op").loc[MOE]
     assert 0 < moe["step_detectable_min_pct"] < moe["step_detectable_max_pct"]

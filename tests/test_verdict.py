@@ -149,3 +149,26 @@ def test_shipped_moe_aa_pairs_are_within_noise():
     assert series["verdict"].isin(["faster", "slower"]).mean() <= 0.05
     single = aa[aa["kind"] == "single_pass"]
     assert (single["verdict"] == "not_measurable").all() and single["old_beyond_noise"].mean() > 0.15
+
+
+def test_the_a_a_rate_counts_calls_among_measurable_points_only():
+    points = pd.DataFrame({"kind": ["series"] * 4 + ["single_pass"] * 2, "old_beyond_noise": [True, False] * 3,
+                           "verdict": ["faster", "within_noise", "not_measurable", "not_measurable",
+                                       "not_measurable", "not_measurable"]})
+    rates = verdict.aa_rates(points, by=["kind"]).set_index("kind")
+    assert rates.loc["series", ["points", "measurable", "calls"]].tolist() == [4, 2, 1]
+    assert rates.loc["series", "called"] == 0.5 and rates.loc["series", "not_measurable"] == 0.5
+    assert math.isnan(rates.loc["single_pass", "called"]) and rates.loc["single_pass", "old_beyond_noise"] == 0.5
+
+
+def test_sensitivity_holds_the_rule_at_its_own_setting_and_a_lower_floor_never_calls_fewer():
+    path = DATA / "h200-moe" / "qwen3-30b-a3b-step-repaired" / "step.jsonl"
+    bench = profkit.read_bench(path, format="profkit-step")
+    grid = verdict.aa_sensitivity(bench, confidences=(0.90, verdict.CONFIDENCE), floors=(0.0, verdict.DRIFT_FLOOR))
+    assert len(grid) == 4 and grid["measurable"].nunique() == 1
+    rule_rate = verdict.aa_rates(verdict.aa_step_points(bench, kinds=("series", "same_kernels")), by=["kind"])
+    own = grid[(grid["confidence"] == verdict.CONFIDENCE) & (grid["floor"] == verdict.DRIFT_FLOOR)].iloc[0]
+    assert own["calls"] == rule_rate["calls"].sum() and own["measurable"] == rule_rate["measurable"].sum()
+    for _, g in grid.groupby("confidence"):
+        assert g.sort_values("floor")["calls"].is_monotonic_decreasing
+    assert (grid.groupby("floor")["calls"].apply(lambda c: c.is_monotonic_decreasing)).all()

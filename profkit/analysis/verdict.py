@@ -441,19 +441,41 @@ def aa_rates(points: pd.DataFrame, *, by: Sequence[str] = ("source", "kind")) ->
     """Per group of A/A comparisons (:func:`aa_step_points`): how often each rule calls identical kernels different.
 
     Returns:
-        One row per group, sorted by ``by``: points, old_beyond_noise (share the old step rule
-        called beyond noise), called (share this rule called faster or slower: the A/A
-        false-positive rate), measurable (points with a verdict), not_measurable (share).
+        One row per group, sorted by ``by``: points, old_beyond_noise (share of points the old step
+        rule called beyond noise), measurable (points with a verdict), calls (those this rule called
+        faster or slower), called (calls / measurable: the A/A false-positive rate; NaN when nothing
+        was measurable), not_measurable (share of points).
     """
     by = list(by)
     require(points, [*by, "old_beyond_noise", "verdict"], "A/A points")
-    frame = points.assign(_called=points["verdict"].isin(["faster", "slower"]).to_numpy(dtype=bool),
-                          _nm=(points["verdict"] == "not_measurable").to_numpy(dtype=bool),
+    frame = points.assign(_calls=points["verdict"].isin(["faster", "slower"]).to_numpy(dtype=bool),
+                          _measurable=(points["verdict"] != "not_measurable").fillna(False).to_numpy(dtype=bool),
                           _old=points["old_beyond_noise"].fillna(False).to_numpy(dtype=bool))
     out = frame.groupby(by, sort=True).agg(points=("verdict", "size"), old_beyond_noise=("_old", "mean"),
-                                           called=("_called", "mean"), not_measurable=("_nm", "mean"))
-    out["measurable"] = (out["points"] * (1 - out["not_measurable"])).round().astype(int)
-    return out.reset_index()[[*by, "points", "old_beyond_noise", "called", "measurable", "not_measurable"]]
+                                           measurable=("_measurable", "sum"), calls=("_calls", "sum"))
+    out["called"] = (out["calls"] / out["measurable"].where(out["measurable"] > 0)).astype("float64")
+    out["not_measurable"] = 1 - out["measurable"] / out["points"]
+    return out.reset_index()[[*by, "points", "old_beyond_noise", "measurable", "calls", "called", "not_measurable"]]
+
+
+def aa_sensitivity(bench: pd.DataFrame, *, confidences: Sequence[float] = (0.90, CONFIDENCE, 0.99),
+                   floors: Sequence[float] = (0.0, DRIFT_FLOOR, 0.01),
+                   kinds: Sequence[str] = ("series", "same_kernels")) -> pd.DataFrame:
+    """The A/A false-positive rate of :func:`aa_step_points` under other confidences and drift floors.
+
+    Returns:
+        One row per (confidence, floor): measurable, calls and called (calls / measurable), as in
+        :func:`aa_rates`.
+    """
+    rows = []
+    for confidence in confidences:
+        for floor in floors:
+            verdicts = aa_step_points(bench, kinds=kinds, confidence=confidence, floor=floor)["verdict"]
+            measurable = int((verdicts != "not_measurable").sum())
+            calls = int(verdicts.isin(["faster", "slower"]).sum())
+            rows.append({"confidence": confidence, "floor": floor, "measurable": measurable, "calls": calls,
+                         "called": calls / measurable if measurable else np.nan})
+    return pd.DataFrame(rows, columns=["confidence", "floor", "measurable", "calls", "called"])
 
 
 def detectable_by_size(measured: pd.DataFrame, *, by: str = "source") -> pd.DataFrame:

@@ -167,7 +167,7 @@ def aa_sentence(aa: pd.DataFrame) -> str:
     if measured.empty:
         return ""
     what = {"series": "a state timed twice", "same_kernels": "a state that ran untuned's kernels"}
-    parts = [f"{round(a.called * a.points)} of {a.measurable} ({what.get(a.kind, a.kind)})"
+    parts = [f"{a.calls} of {a.measurable} ({what.get(a.kind, a.kind)})"
              for a in measured.itertuples(index=False)]
     return " On identical kernels in this data, the rule called " + " and ".join(parts) + " faster or slower."
 
