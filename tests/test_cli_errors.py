@@ -98,6 +98,27 @@ def test_step_sizes_are_checked_by_argparse(capsys, tmp_path):
     assert "argument --decode: want positive integers separated by commas" in capsys.readouterr().err
 
 
+def test_repair_names_a_missing_verify_path_an_empty_folder_and_a_missing_like_file(capsys, tmp_path):
+    out = ["--out", str(tmp_path / "repaired.json")]
+    line = fails(capsys, ["repair", str(tmp_path / "missing"), *out])
+    assert f"{tmp_path / 'missing'}: no such file or directory; give profkit verify's output" in line
+    assert "run profkit verify CAPTURE --out DIR first" in fails(capsys, ["repair", str(tmp_path), *out])
+    line = fails(capsys, ["repair", str(tmp_path), "--like", str(tmp_path / "cache.json"), *out])
+    assert line == (f"profkit repair: --like {tmp_path / 'cache.json'}: no such file; give the capture's FlashInfer "
+                    "cache file (cache.json)")
+    assert not (tmp_path / "repaired.json").exists()
+
+
+def test_advise_checks_its_files_and_out_before_reading_the_capture(capsys, tmp_path, a_file):
+    capture = str(tmp_path / "not-read")  # never read: the named files fail first
+    base = ["advise", capture, "--out", str(tmp_path / "plan")]
+    assert f"--verify {tmp_path / 'v.parquet'}: no such file; give a parquet file" in fails(
+        capsys, [*base, "--verify", str(tmp_path / "v.parquet")])
+    assert f"--cache {tmp_path}: is not a file" in fails(capsys, [*base, "--cache", str(tmp_path)])
+    assert f"--out {a_file}: is a file; give a directory for the plan" in fails(capsys, [*base[:-1], str(a_file)])
+    assert f"{capture}: no profkit capture here" in fails(capsys, base)
+
+
 def test_parse_missing_files_are_named_without_a_text_hint(capsys, tmp_path):
     line = fails(capsys, ["parse", str(tmp_path / "a.log"), str(tmp_path / "b.log")])
     assert line.startswith(f"profkit parse: {tmp_path / 'a.log'}, {tmp_path / 'b.log'}: no such file or directory")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from profkit.cli._paths import need_file, need_out_dir
+
 NAME = "advise"
 HELP = "plan which ops, buckets and tactics to tune (skip_ops, tuning_buckets, a tactics blocklist) and what it costs"
 EXAMPLES = """examples:
@@ -53,6 +55,11 @@ def run(args) -> int:
     from profkit.analysis.advise import advise, budget_frontier
     from profkit.outputs import engine_plans
 
+    for path in args.verify:
+        need_file(path, "--verify", "a parquet file of per-bucket serving verdicts")
+    if args.cache is not None:
+        need_file(args.cache, "--cache", "the capture's FlashInfer cache file")
+    need_out_dir(args.out, "a directory for the plan")
     tables = load(args.capture)
     verify = _read_verify(args.verify)
     plan = advise(tables, verify=verify, budget_s=args.budget_s, max_slowdown_pct=args.max_slowdown, mix=args.mix,

@@ -7,6 +7,7 @@ import os
 import sys
 
 from profkit.cli import UsageError
+from profkit.cli._paths import need_out_dir
 from profkit.errors import ProfkitError
 
 NAME = "capture"
@@ -49,8 +50,7 @@ def run(args: argparse.Namespace) -> int:
         missing = "no --out and no command" if not args.out and not command else "no --out" if command else "no command"
         raise UsageError(f"{missing}: give --out DIR and the command after --, e.g. "
                          "profkit capture --out runs/x -- python my_script.py")
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise ProfkitError(f"--out {args.out}: is a file; give a directory (it is created if missing)")
+    need_out_dir(args.out)
     from profkit.sources import autocapture
 
     env = autocapture.child_environment(args.out, time_default=not args.no_time_default)

@@ -8,6 +8,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from profkit.cli._paths import need_out_dir
 from profkit.errors import ParseError, ProfkitError
 
 NAME = "parse"
@@ -87,8 +88,7 @@ def _check_paths(files: list[str], out: str | None) -> None:
     if missing:
         raise ProfkitError(f"{', '.join(missing)}: no such file or directory; give FlashInfer debug logs, cache "
                            "files (or directories of them) or engine benchmark outputs")
-    if out is not None and os.path.exists(out) and not os.path.isdir(out):
-        raise ProfkitError(f"--out {out}: is a file; give a directory for the tables (it is created if missing)")
+    need_out_dir(out, "a directory for the tables")
 
 
 def _kind(path: Path) -> str:

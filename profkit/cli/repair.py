@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from profkit.cli._paths import need_file
+
 NAME = "repair"
 HELP = "write a FlashInfer cache file holding, per bucket, the serving-verified best (or the default)"
 EXAMPLES = """examples:
@@ -33,6 +35,8 @@ def run(args) -> int:
     from profkit.sources.cache import read_cache_document
     from profkit.sources.verify import read_verify
 
+    for path in args.like:
+        need_file(path, "--like", "the capture's FlashInfer cache file (cache.json)")
     inputs = [*args.verify, *args.like]
     atomic.refuse_inputs([args.out], inputs)
     verify, set_aside = usable_timings(read_verify(*args.verify))

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from profkit.cli._paths import need_file, need_out_dir
 from profkit.errors import ProfkitError
 
 NAME = "report"
@@ -48,12 +49,9 @@ def _check_paths(root: Path, out: Path, bench: list[str]) -> None:
     """The paths named on the command line, before any reading (what a file holds, the reader says)."""
     if not root.exists():
         raise ProfkitError(f"{root}: no such file or directory; {_ACCEPTS}")
-    if out.exists() and not out.is_dir():
-        raise ProfkitError(f"--out {out}: is a file; give a directory for the report (it is created if missing)")
-    for file in map(Path, bench):
-        if not file.is_file():
-            what = "is not a file" if file.exists() else "no such file"
-            raise ProfkitError(f"--bench {file}: {what}; give an engine result file (SGLang, vLLM, lm-eval)")
+    need_out_dir(out, "a directory for the report")
+    for file in bench:
+        need_file(file, "--bench", "an engine result file (SGLang, vLLM, lm-eval)")
 
 
 def run(args: argparse.Namespace) -> int:

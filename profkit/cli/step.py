@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from profkit.cli import UsageError
-from profkit.errors import ProfkitError
+from profkit.cli._paths import need_file, need_out_dir
 
 NAME = "step"
 HELP = "time a model's decode/prefill step untuned, tuned, from a cache file, and with torch linears (GPU)"
@@ -94,11 +94,8 @@ def _check_paths(args) -> None:
     for value in args.cache:
         _, sep, after = value.partition("=")
         path = Path(after if sep and not Path(value).exists() else value)
-        if not path.is_file():
-            what = "is not a file" if path.exists() else "no such file"
-            raise ProfkitError(f"--cache {path}: {what}; give a FlashInfer cache file ([STATE=]PATH)")
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise ProfkitError(f"--out {args.out}: is a file; give a directory (it is created if missing)")
+        need_file(path, "--cache", "a FlashInfer cache file ([STATE=]PATH)")
+    need_out_dir(args.out)
 
 
 def _moe_rows(model, args, sizes: dict) -> list[dict]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from profkit.cli._paths import need_file, need_out_dir
 from profkit.errors import ProfkitError
 
 NAME = "verify"
@@ -54,11 +55,9 @@ def _check_paths(args) -> None:
         if not capture.is_dir():
             raise ProfkitError(f"{capture}: is a file; give a capture directory (profkit.capture(...).save, "
                                "profkit capture --out) or a folder holding them")
-    if args.cache is not None and not args.cache.is_file():
-        what = "is not a file" if args.cache.exists() else "no such file"
-        raise ProfkitError(f"--cache {args.cache}: {what}; give the captures' FlashInfer cache file")
-    if args.out is not None and args.out.exists() and not args.out.is_dir():
-        raise ProfkitError(f"--out {args.out}: is a file; give a directory (it is created if missing)")
+    if args.cache is not None:
+        need_file(args.cache, "--cache", "the captures' FlashInfer cache file")
+    need_out_dir(args.out)
 
 
 if __name__ == "__main__":  # python -m profkit.cli.verify: the device scripts run it alone

@@ -19,9 +19,13 @@ def read_verify(*paths: str | os.PathLike) -> pd.DataFrame:
     """
     files = []
     for path in map(Path, paths):
+        if not path.exists():
+            raise ProfkitError(f"{path}: no such file or directory; give profkit verify's output (verify.parquet "
+                               "or a folder holding it)")
         files += [path] if path.is_file() else sorted(path.rglob("verify.parquet"))
     if not files:
-        raise ProfkitError(f"no verify.parquet under {', '.join(map(str, paths))}")
+        raise ProfkitError(f"no verify.parquet under {', '.join(map(str, paths))}; run profkit verify CAPTURE "
+                           "--out DIR first")
     frames = []
     for file in files:
         try:

@@ -1,0 +1,20 @@
+"""Checks of the paths a command line names, before anything is read or needs a GPU: one line each."""
+
+from __future__ import annotations
+
+import os
+
+from profkit.errors import ProfkitError
+
+
+def need_file(path, flag: str, wanted: str) -> None:
+    """``flag PATH`` must be a file; else say what is there and ``wanted`` (what to give instead)."""
+    if not os.path.isfile(path):
+        what = "is not a file" if os.path.exists(path) else "no such file"
+        raise ProfkitError(f"{flag} {path}: {what}; give {wanted}")
+
+
+def need_out_dir(out, what: str = "a directory") -> None:
+    """``--out OUT`` may be missing (it is created) or a directory, never a file."""
+    if out is not None and os.path.exists(out) and not os.path.isdir(out):
+        raise ProfkitError(f"--out {out}: is a file; give {what} (it is created if missing)")
