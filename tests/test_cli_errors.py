@@ -114,7 +114,7 @@ def test_advise_checks_its_files_and_out_before_reading_the_capture(capsys, tmp_
     base = ["advise", capture, "--out", str(tmp_path / "plan")]
     assert f"--verify {tmp_path / 'v.parquet'}: no such file; give a parquet file" in fails(
         capsys, [*base, "--verify", str(tmp_path / "v.parquet")])
-    assert f"--cache {tmp_path}: is not a file" in fails(capsys, [*base, "--cache", str(tmp_path)])
+    assert f"--cache {tmp_path}: is a directory" in fails(capsys, [*base, "--cache", str(tmp_path)])
     assert f"--out {a_file}: is a file; give a directory for the plan" in fails(capsys, [*base[:-1], str(a_file)])
     assert f"{capture}: no profkit capture here" in fails(capsys, base)
 

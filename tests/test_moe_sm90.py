@@ -235,7 +235,9 @@ def test_model_summary_counts_a_cache_repaired_cache_set_without_untuned():
     runs = pd.DataFrame({"run_id": ["r"], "model": ["m"], "tune_call_s": [1.0], "folder": ["m-r0"]})
     empty_frame = pd.DataFrame(columns=["run_id", "profile", "bucket", "tactic", "time_ms"])
     row = moe.model_summary(empty_frame, empty_frame, pd.DataFrame(), pd.DataFrame(rows), runs).iloc[0]
-    assert (row["repaired_vs_cache_slower"], row["aa_points"], row["aa_beyond_noise"]) == (1, 2, 0)
+    assert (row["repaired_vs_cache_slower"], row["repaired_vs_cache_points"]) == (1, 2)
+    assert (row["aa_points"], row["aa_beyond_noise"]) == (2, 0)
+    assert pd.isna(row["repaired_points"]) and pd.isna(row["repaired_slower"])  # no untuned to compare with
 
 
 def test_picks_across_runs_count_distinct_picks_and_their_spread():

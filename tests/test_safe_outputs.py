@@ -328,7 +328,7 @@ def test_outputs_that_are_folders_or_files_name_the_problem(toy, tmp_path, capsy
     a_file = tmp_path / "plain.txt"
     a_file.write_text("x")
     assert main(["advise", str(capture_dir), "--out", str(a_file)]) == 1
-    assert "not a folder" in capsys.readouterr().err and a_file.read_text() == "x"
+    assert "is a file; give a directory" in capsys.readouterr().err and a_file.read_text() == "x"
 
 
 def test_a_full_disk_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):

@@ -255,7 +255,8 @@ MODEL_SUMMARY_COLUMNS = {
     "step_sizes": "Int64", "step_faster": "Int64", "step_slower": "Int64", "step_change_min_pct": "float64",
     "step_change_max_pct": "float64", "aa_points": "Int64", "aa_beyond_noise": "Int64",
     "predicted_beyond_noise": "Int64", "sign_agrees_beyond_noise": "Int64", "within_1_5x": "Int64",
-    "repaired_slower": "Int64", "repaired_vs_cache_slower": "Int64",
+    "repaired_points": "Int64", "repaired_slower": "Int64", "repaired_vs_cache_points": "Int64",
+    "repaired_vs_cache_slower": "Int64",
 }
 
 
@@ -277,8 +278,10 @@ def model_summary(winners: pd.DataFrame, candidates: pd.DataFrame, verify: pd.Da
         the default beyond noise) at every verified M under every routing; flips over the repeated
         tunings; step counts are sizes of the cache series against untuned; aa_* every series given twice
         (``untuned-2``, ``cache-2``: identical kernels) against its first; the prediction columns compare verify's prediction with
-        the measured cache and repaired changes; repaired_* count sizes where the repaired series is
-        slower beyond noise than untuned, and than the cache series.
+        the measured cache and repaired changes; repaired_points and repaired_vs_cache_points count the
+        repaired series' sizes timed against untuned and against the cache series, repaired_slower and
+        repaired_vs_cache_slower those where it is slower beyond noise. Counts add up over step sets: a
+        size timed in two sets counts twice.
     """
     rows = []
     for model, mine in runs.dropna(subset=["model"]).groupby("model", sort=True):
@@ -340,11 +343,11 @@ def _one_step_set(rows: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataFram
         out.update(aa_points=len(aa), aa_beyond_noise=int(aa["beyond_noise"].sum()))
     repaired = changes[changes["state"] == "repaired"]
     if len(repaired):
-        out["repaired_slower"] = int(repaired["slower"].sum())
+        out.update(repaired_points=len(repaired), repaired_slower=int(repaired["slower"].sum()))
     versus = step_changes(rows, baseline="cache")
     versus = versus[versus["state"] == "repaired"]
     if len(versus):  # also in a set with no untuned (cache,repaired,cache)
-        out["repaired_vs_cache_slower"] = int(versus["slower"].sum())
+        out.update(repaired_vs_cache_points=len(versus), repaired_vs_cache_slower=int(versus["slower"].sum()))
     if len(verify) and len(cache):
         verified_run = verify["run_id"].iloc[0]
         won = winners[winners["run_id"] == verified_run]

@@ -254,9 +254,10 @@ def moe_model_line(s) -> str:
     if not T.missing(s.aa_points):
         parts.append(f"A/A (a series timed twice) {s.aa_beyond_noise} of {s.aa_points} beyond noise")
     if not T.missing(s.repaired_vs_cache_slower):
-        than_untuned = "" if T.missing(s.repaired_slower) else f"untuned at {T.count(s.repaired_slower, 'size')} and "
+        than_untuned = ("" if T.missing(s.repaired_slower) else
+                        f"untuned at {s.repaired_slower} of {T.count(s.repaired_points, 'size')} and ")
         parts.append(f"the repaired cache file makes the step slower beyond noise than {than_untuned}than the "
-                     f"tuning's own cache at {T.count(s.repaired_vs_cache_slower, 'size')}")
+                     f"tuning's own cache at {s.repaired_vs_cache_slower} of {T.count(s.repaired_vs_cache_points, 'size')}")
     if not T.missing(s.predicted_beyond_noise) and s.predicted_beyond_noise:
         parts.append(f"verify's predicted step change has the measured sign at {s.sign_agrees_beyond_noise} of "
                      f"{s.predicted_beyond_noise} sizes measured beyond noise ({s.within_1_5x} within 1.5x)")
