@@ -33,11 +33,13 @@ def main(argv: list[str]) -> int:
           f"within 1.5x at {int(summary['within_1_5x'].sum())} of {beyond}")
     print("verify of one op, one routing, over its buckets / tuning it (one process): "
           + ", ".join(f"{m} {r:.2f}" for m, r in zip(summary["model"], summary["verify_over_tuning"])))
-    print(f"repaired step slower than untuned beyond noise: {int(summary['repaired_slower'].sum())} sizes; "
-          f"slower than the cache (tuned) beyond noise: {int(summary['repaired_vs_cache_slower'].sum())} sizes "
-          f"of {int(summary['step_sizes'].sum())}")
-    print(f"A/A (untuned twice, interleaved): {int(summary['aa_beyond_noise'].sum())} of "
-          f"{int(summary['aa_points'].sum())} sizes beyond noise")
+    total = {k: int(summary[k].sum()) for k in ("repaired_slower", "repaired_points", "repaired_vs_cache_slower",
+                                                 "repaired_vs_cache_points", "aa_beyond_noise", "aa_points")}
+    print(f"repaired step slower beyond noise than untuned: {total['repaired_slower']} of {total['repaired_points']} "
+          f"sizes; than the cache (tuned): {total['repaired_vs_cache_slower']} of {total['repaired_vs_cache_points']} "
+          "(a size timed in two step sets counts twice)")
+    print(f"A/A (a series timed twice, interleaved: untuned-2, cache-2): {total['aa_beyond_noise']} of "
+          f"{total['aa_points']} sizes beyond noise")
     print(f"all candidates failing (toy, real AutoTuner): reported as {_all_failed_status()!r}")
     return 0
 
