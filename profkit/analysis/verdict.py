@@ -467,15 +467,10 @@ def aa_sensitivity(bench: pd.DataFrame, *, confidences: Sequence[float] = (0.90,
         One row per (confidence, floor): measurable, calls and called (calls / measurable), as in
         :func:`aa_rates`.
     """
-    rows = []
-    for confidence in confidences:
-        for floor in floors:
-            verdicts = aa_step_points(bench, kinds=kinds, confidence=confidence, floor=floor)["verdict"]
-            measurable = int((verdicts != "not_measurable").sum())
-            calls = int(verdicts.isin(["faster", "slower"]).sum())
-            rows.append({"confidence": confidence, "floor": floor, "measurable": measurable, "calls": calls,
-                         "called": calls / measurable if measurable else np.nan})
-    return pd.DataFrame(rows, columns=["confidence", "floor", "measurable", "calls", "called"])
+    points = pd.concat([aa_step_points(bench, kinds=kinds, confidence=c, floor=f).assign(confidence=c, floor=f)
+                        for c in confidences for f in floors], ignore_index=True)
+    rates = aa_rates(points, by=["confidence", "floor"])
+    return rates[["confidence", "floor", "measurable", "calls", "called"]]
 
 
 def detectable_by_size(measured: pd.DataFrame, *, by: str = "source") -> pd.DataFrame:

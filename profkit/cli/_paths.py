@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import os
-import stat
 
 from profkit.errors import ProfkitError
-
-_KINDS = ((stat.S_ISDIR, "is a directory"), (stat.S_ISFIFO, "is a FIFO (named pipe)"),
-          (stat.S_ISCHR, "is a device"), (stat.S_ISBLK, "is a device"), (stat.S_ISSOCK, "is a socket"))
 
 
 def need_file(path, flag: str, wanted: str) -> None:
     """``flag PATH`` must be a regular file; else say what is there and ``wanted`` (what to give instead)."""
+    from profkit.sources.inputs import not_regular  # the readers' own words; imported only when a path is checked
+
     try:
         mode = os.stat(path).st_mode
     except OSError:
         raise ProfkitError(f"{flag} {path}: no such file; give {wanted}") from None
-    if not stat.S_ISREG(mode):
-        what = next((text for test, text in _KINDS if test(mode)), "is not a regular file")
-        raise ProfkitError(f"{flag} {path}: {what}; give {wanted}")
+    kind = not_regular(mode)
+    if kind is not None:
+        raise ProfkitError(f"{flag} {path}: is {kind}; give {wanted}")
 
 
 def need_out_dir(out, what: str = "a directory") -> None:

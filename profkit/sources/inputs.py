@@ -292,6 +292,17 @@ def open_regular(path: str | os.PathLike):
     return _open_regular(os.fspath(path))
 
 
+def not_regular(mode: int) -> str | None:
+    """What a ``stat`` mode is when it is not a regular file ("a directory", "a FIFO", "a device", "not a
+    regular file"); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else \
+        "not a regular file"
+
+
 def _open_regular(path: str):
     """A raw binary file; refuses what is not a regular file before reading a byte from it."""
     try:
@@ -302,13 +313,11 @@ def _open_regular(path: str):
         raise ParseError("is a directory; pass the files in it", path=path) from None
     except OSError as exc:
         raise unreadable(exc, path) from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    kind = not_regular(os.fstat(fd).st_mode)
+    if kind is not None:
         os.close(fd)
-        if stat.S_ISDIR(mode):
+        if kind == "a directory":
             raise ParseError("is a directory; pass the files in it", path=path)
-        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else \
-            "not a regular file"
         raise ParseError(f"is {kind}; not read", path=path)
     return io.FileIO(fd, "rb", closefd=True)
 
