@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             table, seconds = moe.verify_moe(layer, tables, routings=names, sizes=sorted(buckets | set(args.between)),
                                             top_k=args.top_k, replays=args.replays, seed=args.seed,
                                             cache=out / "cache.json")
-            schema.write_parquet(table.assign(verify_run_id=provenance["env"]["run_id"]), out / "verify.parquet")
+            schema.write_parquet(table.assign(verify_run_id=provenance["env"]["run_id"], verify_gpu=provenance["env"].get("gpu")),
+                                 out / "verify.parquet")
             provenance["verify_s"] = seconds
             provenance["verify_over_tuning"] = {k: v / provenance["tune_call_s"] for k, v in seconds.items()}
             provenance["verify"] = {"top_k": args.top_k, "replays": args.replays, "seed": args.seed, "rows": len(table),

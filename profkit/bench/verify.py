@@ -172,7 +172,7 @@ def run(paths, *, out: Path | None, cache: Path | None = None, top_k: int = 5, r
             t0 = time.perf_counter()
             table = verify_capture(capture_dir, cache=cache or cache_beside(capture_dir), top_k=top_k,
                                    replays=replays, only_buckets=only_buckets, routings=routings, log=log)
-            table = table.assign(verify_run_id=env["run_id"])
+            table = table.assign(verify_run_id=env["run_id"], verify_gpu=env.get("gpu"))
             target_dir = capture_dir.parent if out is None else Path(out) / _relative(capture_dir, root)
             target_dir.mkdir(parents=True, exist_ok=True)
             target = schema.write_parquet(table, target_dir / "verify.parquet")

@@ -11,10 +11,12 @@
 #           Qwen3-30B-A3B's files alone (no tuning pass)
 #   verify  profkit verify of the r0 captures in .moe-in/MODEL-r0/ (capture/, cache.json) in a fresh
 #           process: Qwen3-30B-A3B and gpt-oss-120b, every default routing (a repeat of the sweep's verify)
+#   cross   cross-GPU verify: profkit verify of another GPU's r0 captures in .moe-in/MODEL-r0/ (capture/,
+#           cache.json) on this GPU, every default routing, for all three models (their picks timed here)
 #   repaired  does repaired lose to cache? interleaved steps cache,repaired,cache (cache twice: an A/A pair)
 #           over 6 passes from the r0 files in .moe-in/MODEL-r0/: Qwen3-30B-A3B, Mixtral-8x7B, gpt-oss-120b
 set -u
-phase=${1:?usage: moe.sh qwen|models|steps|verify|repaired}
+phase=${1:?usage: moe.sh qwen|models|steps|verify|cross|repaired}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} FLASHINFER_LOGGING_LEVEL=debug
 out=${OUT:-/tmp/moe-out}
 work=/tmp/moe-work
@@ -92,6 +94,13 @@ case "$phase" in
       pack "$m-verify-repeat"
     done
     ;;
+  cross)
+    for m in qwen3-30b-a3b mixtral-8x7b gpt-oss-120b; do
+      step "$m-verify-cross" 60 -- -m profkit.cli.verify ".moe-in/$m-r0/capture" --cache ".moe-in/$m-r0/cache.json" \
+        --out "$work/$m-verify-cross"
+      pack "$m-verify-cross"
+    done
+    ;;
   repaired)
     left_models=3
     for m in qwen3-30b-a3b mixtral-8x7b gpt-oss-120b; do
@@ -104,6 +113,6 @@ case "$phase" in
       pack "$m-step-repaired"
     done
     ;;
-  *) echo "moe.sh: unknown phase $phase (qwen, models, steps, verify or repaired)" >&2; exit 2 ;;
+  *) echo "moe.sh: unknown phase $phase (qwen, models, steps, verify, cross or repaired)" >&2; exit 2 ;;
 esac
 ls -la "$out"
