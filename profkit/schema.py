@@ -424,12 +424,19 @@ def conform_columns(frame: pd.DataFrame, dtypes: dict[str, str], table: str = ""
     return pd.DataFrame(out, index=frame.index, copy=False).reset_index(drop=True)
 
 
+def require(frame: pd.DataFrame, columns: Iterable[str], table: str) -> None:
+    """Raise SchemaError naming the columns of ``table`` that ``frame`` lacks."""
+    if not isinstance(frame, pd.DataFrame):
+        raise ProfkitError(f"expected a {table} DataFrame, got {type(frame).__name__}")
+    missing = tuple(c for c in columns if c not in frame.columns)
+    if missing:
+        raise SchemaError(f"missing columns {', '.join(missing)}", table=table, columns=missing)
+
+
 def validate(df: pd.DataFrame, table: str) -> None:
     """Raise SchemaError naming the missing columns when ``df`` is not a ``table`` frame."""
     derived = _DERIVED.get(table, {})
-    missing = tuple(c for c in columns(table) if c not in df.columns and c not in derived)
-    if missing:
-        raise SchemaError(f"missing columns {', '.join(missing)}", table=table, columns=missing)
+    require(df, [c for c in columns(table) if c not in derived], table)
 
 
 def _spec(table: str) -> tuple[Column, ...]:

@@ -5,28 +5,18 @@ from __future__ import annotations
 import ast
 import math
 import re
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from profkit.errors import ProfkitError, SchemaError
-from profkit.schema import conform_columns  # noqa: F401 - re-exported for the analysis modules
+from profkit.schema import conform_columns, require  # noqa: F401 - re-exported for the analysis modules
 
 # One tuning decision: what FlashInfer argmins over.
 DECISION = ["run_id", "rank", "call", "op", "profile"]
 # Default relative threshold (percent) when no repeated runs give a noise estimate. On the H200,
 # up to 5 fp8 candidates sit within 2% of the winner (autotuner_errata.md, capture item 9).
 DEFAULT_NOISE_PCT = 2.0
-
-
-def require(frame: pd.DataFrame, columns: Iterable[str], table: str) -> None:
-    """Raise SchemaError naming the columns of ``table`` that ``frame`` lacks."""
-    if not isinstance(frame, pd.DataFrame):
-        raise ProfkitError(f"expected a {table} DataFrame, got {type(frame).__name__}")
-    missing = tuple(c for c in columns if c not in frame.columns)
-    if missing:
-        raise SchemaError(f"missing columns {', '.join(missing)}", table=table, columns=missing)
 
 
 def empty(columns: dict[str, str]) -> pd.DataFrame:

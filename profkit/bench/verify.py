@@ -94,7 +94,7 @@ def verify_capture(capture_dir: Path, *, cache: Path | None, top_k: int = 5, rep
 
 
 def _moe_shape(tables: schema.Tables) -> str:
-    from profkit.analysis._frames import moe_shape
+    from profkit.analysis import moe_shape
 
     shapes = {moe_shape(p) for p in tables.winners.loc[tables.winners["op"] == moe.OP, "profile"]} - {None}
     if len(shapes) != 1:

@@ -27,9 +27,9 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from profkit.analysis._frames import require
 from profkit.errors import ProfkitError
 from profkit.outputs import atomic
+from profkit.schema import require
 
 PREFER = ("fastest",)
 TIMING_COLUMNS = ("serving_ms", "serving_p10_ms", "serving_p90_ms")

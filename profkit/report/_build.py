@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Sequence
 
 from profkit.errors import ProfkitError
 from profkit.outputs import atomic
-from profkit.views import _style
+from profkit import views as _style
 from profkit.report._page import PAGES, Section, page_file
 from profkit.report._render import html_page, markdown_page
 

@@ -9,13 +9,9 @@ from profkit.report import _text as T
 from profkit.report._figures import per_op, small_multiples, step_times_grid
 from profkit.report._main import moe_figures, moe_model_line
 from profkit.report._page import FigureSpec, ReportContext, Section, Table
-from profkit.views._candidates import plot_candidates
-from profkit.views._compare import plot_diff, plot_rank_divergence, plot_winner_flips
-from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_change, step_change_keys
-from profkit.views._speedup import plot_speedup
-from profkit.views._step import STATE_ORDER
-from profkit.views._tactic_map import plot_tactic_map
-from profkit.views._tuning import plot_tuning_value
+from profkit.views import (STATE_ORDER, plot_candidates, plot_diff, plot_kernel_vs_e2e, plot_op_timings,
+                           plot_rank_divergence, plot_speedup, plot_step_change, plot_tactic_map, plot_tuning_value,
+                           plot_winner_flips, step_change_keys)
 
 _WINNER_COLUMNS = ["op", "shape", "bucket", "runner", "tactic", "time_ms", "default_ms", "speedup", "noise_pct",
                    "within_noise"]
@@ -51,7 +47,7 @@ def tactic_section(ctx: ReportContext) -> Section | None:
 
 
 def _shape(ctx: ReportContext, shape) -> str:
-    from profkit.views._style import short_label
+    from profkit.views import short_label
 
     return short_label(shape, ctx.labels)
 

@@ -12,8 +12,8 @@ from typing import Callable, Mapping
 import pandas as pd
 from matplotlib.figure import Figure
 
-from profkit.views import _style
-from profkit.views._step import plot_step_times
+from profkit import views as _style
+from profkit.views import plot_step_times
 
 
 def _only(frame: pd.DataFrame, column: str, value) -> pd.DataFrame:

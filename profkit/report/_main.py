@@ -9,10 +9,8 @@ import pandas as pd
 
 from profkit.report import _text as T
 from profkit.report._page import FigureSpec, ReportContext, Section
-from profkit.views._moe import plot_moe_routing, plot_moe_step, plot_moe_tactics
-from profkit.views._tuning import plot_tuning_time
-from profkit.views._verdicts import plot_verdicts
-from profkit.views._verify import plot_serving_vs_tuner
+from profkit.views import (plot_moe_routing, plot_moe_step, plot_moe_tactics, plot_serving_vs_tuner, plot_tuning_time,
+                           plot_verdicts)
 
 _HEADLINE = {"keep": "keep autotuning on", "skip": "skip it (no gain beyond noise and chance at the {basis})",
              "plan": "tune with the `profkit advise` plan", "failed": "tuning failed or did nothing",

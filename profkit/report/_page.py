@@ -120,7 +120,7 @@ class ReportContext:
 
     def named(self, frame: pd.DataFrame) -> pd.DataFrame:
         """``frame`` with shape labels ('N=6144 K=4096') shown as 'llama3-8b qkv (N=6144, K=4096)'."""
-        from profkit.views._style import short_label
+        from profkit.views import short_label
 
         if "shape" not in frame.columns:
             return frame

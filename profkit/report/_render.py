@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 
 from profkit.report import _html
 from profkit.report._page import PAGE_TITLES, Section, Table, page_file
-from profkit.views import _format
+from profkit import views as _format
 
 INTRO = "What FlashInfer's autotuner picked, what tuning cost, and whether it paid off: the verdicts first."
 

@@ -58,6 +58,6 @@ def faster_span(lo, hi) -> str:
 
 
 def number(value) -> str:
-    from profkit.views._format import number as fmt
+    from profkit.views import number as fmt
 
     return fmt(value)

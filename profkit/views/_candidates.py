@@ -12,9 +12,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from profkit.analysis import shapes_of
-from profkit.analysis._frames import default_rows, flashinfer_rows, require
+from profkit.analysis import default_rows, flashinfer_rows, shapes_of
 from profkit.errors import ProfkitError
+from profkit.schema import require
 from profkit.views._style import (SLOWER, add_note, empty_axes, figure_and_axes, log2_bucket_axis, run_label,
                                   runner_colour, runner_name, short_label, styled)
 

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-from profkit.analysis._frames import require
+from profkit.schema import require
 from profkit.views._style import (NEUTRAL, SLOWER, add_note, bucket_edges, empty_axes, figure_and_axes,
                                   log2_bucket_axis, short_label, styled)
 

@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from profkit.analysis._frames import require
+from profkit.schema import require
 from profkit.views._style import (ACCENT, NEUTRAL, SLOWER, add_note, categorical_bucket_axis, empty_axes,
                                   log2_bucket_axis, run_label, styled)
 

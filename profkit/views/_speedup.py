@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from profkit.analysis._frames import require
+from profkit.schema import require
 from profkit.views._style import (NEUTRAL, SLOWER, add_note, empty_axes, figure_and_axes, log2_bucket_axis,
                                   mark_batch_sizes, series_colour, short_label, styled, timing_note, timings_of)
 

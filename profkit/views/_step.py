@@ -11,8 +11,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from profkit.analysis._frames import require
 from profkit.errors import ProfkitError
+from profkit.schema import require
 from profkit.views._style import ACCENT, add_note, empty_axes, figure_and_axes, log2_bucket_axis, styled
 
 # Known states first, in this order; one colour and marker each in every figure.

@@ -14,7 +14,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.transforms import ScaledTranslation
 
 from profkit.analysis import decode_tactic, shapes_of
-from profkit.analysis._frames import require
+from profkit.schema import require
 from profkit.views._speedup import first_run_only
 from profkit.views._style import (SLOWER, add_note, bucket_of, categorical_bucket_axis, empty_axes, figure_and_axes,
                                   runner_colour, runner_colours, runner_name, short_label, styled, timing_note,

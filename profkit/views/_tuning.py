@@ -10,8 +10,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from profkit.analysis._frames import require
 from profkit.errors import ProfkitError
+from profkit.schema import require
 from profkit.views._speedup import first_run_only
 from profkit.views._style import (PHASE_LABELS, PHASES, add_note, empty_axes, figure_and_axes, short_label,
                                   series_colour, styled)

@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from profkit.analysis._frames import require
+from profkit.schema import require
 from profkit.views._style import ACCENT, SLOWER, add_note, empty_axes, styled
 
 # Colour only for verdicts beyond noise.

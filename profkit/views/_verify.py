@@ -7,7 +7,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from profkit.analysis._frames import require
+from profkit.schema import require
 from profkit.views._style import ACCENT, NEUTRAL, SLOWER, empty_axes, figure_and_axes, styled
 
 VERDICT_STYLE = {"faster": (ACCENT, "o", "pick faster than the default in serving"),
