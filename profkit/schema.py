@@ -731,6 +731,12 @@ def _segments(path: Path) -> list[Path]:
     return [entry for _, entry in sorted(found)]
 
 
+def load_folder(path: str | os.PathLike) -> Tables:
+    """One capture folder (a saved Tables, or a ``profkit capture`` process folder), as :func:`load` reads each
+    folder it finds: what cannot be read is in ``problems``, and empty Tables when nothing could be."""
+    return _load_one(Path(path)) or Tables.empty()
+
+
 def _load_one(path: Path) -> Tables | None:
     """One capture folder: a saved Tables, or a process folder (its segments)."""
     try:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from profkit.analysis import targets, verify
 from profkit.analysis.overview import overview
-from profkit.sources.datadir import read_datadir
+from profkit import catalog
 
 
 def print_repaired(table: pd.DataFrame) -> None:
@@ -46,7 +46,7 @@ def print_cost(table: pd.DataFrame) -> None:
 def main(root: str = "data") -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        data = read_datadir(root)
+        data = catalog.open(root)
         results = overview(data)
     rows = pd.concat([data.step, data.step_other], ignore_index=True)
     print_repaired(targets.repaired_targets(rows))

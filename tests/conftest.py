@@ -33,10 +33,10 @@ def tuner():
 
 @pytest.fixture(scope="session")
 def shipped_h200():
-    """``data/h200`` with the shipped SGLang serving pair, as the report reads it (a DataDir)."""
-    from profkit.sources.datadir import read_datadir, shipped_bench
+    """``data/h200`` with the shipped SGLang serving pair, as the report reads it (a Catalog)."""
+    from profkit.catalog import open as open_catalog, shipped_bench
 
-    return read_datadir(DATA / "h200", bench=shipped_bench())
+    return open_catalog(DATA / "h200", bench=shipped_bench())
 
 
 @pytest.fixture(scope="session")
@@ -49,10 +49,10 @@ def shipped_h200_results(shipped_h200):
 
 @pytest.fixture(scope="session")
 def shipped_whole():
-    """The whole ``data/`` folder: the H200 captures with the verify, advise and MoE results (a DataDir)."""
-    from profkit.sources.datadir import read_datadir
+    """The whole ``data/`` folder: the H200 captures with the verify, advise and MoE results (a Catalog)."""
+    from profkit.catalog import open as open_catalog
 
-    return read_datadir(DATA)
+    return open_catalog(DATA)
 
 
 @pytest.fixture(scope="session")

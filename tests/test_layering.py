@@ -25,9 +25,7 @@ PROFKIT = ROOT / "profkit"
 README = ROOT / "README.md"
 
 # Modules below the programs that still reach names through the facade, and why (remove when fixed).
-FACADE_EXCEPTIONS = {
-    "profkit.sources.datadir": "reads through profkit.load, read_log and read_cache; profkit/catalog replaces it (issue 35)",
-}
+FACADE_EXCEPTIONS: dict[str, str] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,7 +283,7 @@ def test_no_layer_before_views_imports_matplotlib():
     table = layers()
     below = {layer.name for layer in table[:[layer.name for layer in table].index("views")]}
     names = [name for name in modules() if layer_of(name, table) in below and "._bootstrap" not in name]
-    wanted = {"profkit.sources." + m for m in ("capture", "logs", "cache", "engines", "autocapture", "datadir")}
+    wanted = {"profkit.sources." + m for m in ("capture", "logs", "cache", "engines", "autocapture")} | {"profkit.catalog"}
     assert wanted | {"profkit.schema", "profkit.outputs.engine_plans", "profkit.analysis.verdict"} <= set(names)
     code = """
 import importlib, sys

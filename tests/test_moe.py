@@ -23,7 +23,7 @@ from profkit import testing as T
 from profkit.testing import moe as M
 from profkit import views
 from profkit import report
-from profkit.sources.datadir import read_datadir
+from profkit import catalog
 
 CANDIDATE_KEY = ["op", "profile", "bucket", "runner", "tactic", "time_ms", "status"]
 WINNER_KEY = ["op", "profile", "bucket", "runner", "tactic", "time_ms", "status", "extras"]
@@ -174,7 +174,7 @@ def saved_moe_capture(tuner, tmp_path):
 
 
 def test_report_builds_on_a_moe_capture(saved_moe_capture, tmp_path_factory):
-    data = read_datadir(saved_moe_capture)
+    data = catalog.open(saved_moe_capture)
     assert set(data.tables.winners["op"]) == {"flashinfer::toy_trtllm_moe", "trtllm::fused_moe::gemm1",
                                               "trtllm::fused_moe::gemm2"}
     out = tmp_path_factory.mktemp("moe_report")

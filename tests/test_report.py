@@ -14,7 +14,7 @@ from profkit import analysis
 from profkit.analysis.overview import RECOMMENDATIONS, chance_count, overview, summary_document
 from profkit.cli import main
 from profkit.errors import ProfkitError
-from profkit.sources.datadir import read_datadir
+from profkit import catalog
 from profkit import report
 
 from conftest import DATA, ROOT, TEST_DATA
@@ -150,7 +150,7 @@ def test_cli_reports_errors(tmp_path, capsys):
     assert main(["report", str(empty), "--out", str(tmp_path / "o"), "--no-progress"]) == 1
     assert "no profkit capture, FlashInfer debug log (*.log) or cache file (*.json) here" in capsys.readouterr().err
     with pytest.raises(ProfkitError, match="unknown figure"):
-        report.build_report(read_datadir(DATA / "h200" / "fp8-repeat-r1"), tmp_path, only=["nope"], progress=False)
+        report.build_report(catalog.open(DATA / "h200" / "fp8-repeat-r1"), tmp_path, only=["nope"], progress=False)
 
 
 def test_a_debug_log_and_a_cache_file_are_inputs_themselves(tmp_path, capsys):
@@ -169,7 +169,7 @@ def test_a_folder_of_logs_answers_as_far_as_it_can(tmp_path):
     """Only debug logs: no phase times, no default timing, no verify or step: no 0% split, no empty figures,
     and the page names the inputs that would answer."""
     shutil.copytree(TEST_DATA / "log_interleaved_ranks", tmp_path / "data")
-    data = read_datadir(tmp_path / "data")
+    data = catalog.open(tmp_path / "data")
     assert data.inputs == ("debug logs",) and len(data.tables.candidates)
     files = report.build_report(data, tmp_path / "out", formats=("png",), progress=False)
     md = (tmp_path / "out" / "index.md").read_text()
@@ -187,7 +187,7 @@ def test_an_unreadable_file_is_named_on_the_page(tmp_path):
     bad = tmp_path / "data" / "bad" / "capture" / "candidates.parquet"
     bad.write_bytes(bad.read_bytes()[:100])
     with pytest.warns(UserWarning, match="could not be read"):
-        data = read_datadir(tmp_path / "data")
+        data = catalog.open(tmp_path / "data")
     report.build_report(data, tmp_path / "out", formats=("png",), progress=False)
     provenance = _section((tmp_path / "out" / "provenance.md").read_text(), "Provenance")
     assert "**1 file could not be read** and was skipped:" in provenance and str(bad) in provenance
@@ -216,7 +216,7 @@ def test_the_whole_data_folder_reads_like_its_h200_part(shipped_whole, shipped_h
 
 
 def test_overview_step_frames_agree_with_the_capture_and_the_step_rows():
-    data = read_datadir(DATA / "h200" / "step")
+    data = catalog.open(DATA / "h200" / "step")
     r = overview(data)
     # One pass of tuned and one of untuned per process: not measurable, so no size saves time beyond noise.
     assert r.step_break_even.empty and (r.step_measured["verdict"] == "not_measurable").all()
@@ -230,7 +230,7 @@ def test_overview_step_frames_agree_with_the_capture_and_the_step_rows():
 
 def test_tuning_cost_counts_later_runs():
     """Two ranks tuning the same shapes: the first rank's call heads the line, the other rank's is not hidden."""
-    data = read_datadir(DATA / "h200-engine-like" / "capture")
+    data = catalog.open(DATA / "h200-engine-like" / "capture")
     costs = overview(data).call_costs.set_index("op")
     assert costs.loc["bf16_gemm", "buckets"] == 10 and costs.loc["bf16_gemm", "calls"] == 1
     assert costs.loc["bf16_gemm", "wall_s_max"] == pytest.approx(35.5, abs=0.05)
@@ -247,7 +247,7 @@ def test_a_new_section_drops_in_with_one_entry(tmp_path):
                               tables=(report.Table(cost, "runner_cost", sort_by="measure_s",
                                                    what="most seconds first"),), page="cost")
 
-    data = read_datadir(DATA / "h200" / "fp8-repeat-r1")
+    data = catalog.open(DATA / "h200" / "fp8-repeat-r1")
     sections = list(report.SECTIONS)
     sections.insert(sections.index(report.provenance_section), runner_share)
     report.build_report(data, tmp_path, sections=sections, formats=("png",), progress=False)

@@ -407,8 +407,8 @@ def test_fifo_and_device_inputs_are_refused_without_hanging(toy, tmp_path):
     advised = _cli(["advise", str(capture_dir), "--cache", str(zero), "--out", str(tmp_path / "a")])
     assert advised.returncode == 1 and "device" in advised.stderr
     script = ("import warnings, sys; warnings.simplefilter('ignore')\n"
-              "from profkit.sources.datadir import read_datadir\n"
-              "d = read_datadir(sys.argv[1]); print('\\n'.join(d.problems))")
+              "from profkit import catalog\n"
+              "d = catalog.open(sys.argv[1]); print('\\n'.join(d.problems))")
     (capture_dir / "provenance.json").symlink_to("/dev/zero")
     os.mkfifo(capture_dir / "op_timings.parquet")
     read = subprocess.run([sys.executable, "-c", script, str(tmp_path / "capture")], capture_output=True, text=True,
@@ -418,7 +418,7 @@ def test_fifo_and_device_inputs_are_refused_without_hanging(toy, tmp_path):
 
 
 def test_provenance_that_is_no_object_is_named_not_a_traceback(toy, tmp_path):
-    from profkit.sources.datadir import read_datadir
+    from profkit import catalog
 
     root = tmp_path / "data"
     toy.save(root / "a" / "capture")
@@ -426,7 +426,7 @@ def test_provenance_that_is_no_object_is_named_not_a_traceback(toy, tmp_path):
     (root / "a" / "provenance.json").write_text("[1, 2]")
     (root / "b" / "provenance.json").write_text('{"env": "a string", "shapes": [{"name": "x", "n": "q", "k": 1}]}')
     with pytest.warns(UserWarning, match=r"2 file\(s\) could not be read and were skipped: .*expected a JSON object"):
-        data = read_datadir(root)
+        data = catalog.open(root)
     assert data.provenance == {}
     assert sum("expected a JSON object" in p for p in data.problems) == 2
 

@@ -456,7 +456,7 @@ def test_explorer_without_ipywidgets_names_the_extra(monkeypatch):
 
 # -- views never read ---------------------------------------------------------------------------
 READERS = {"open", "read_parquet", "read_csv", "read_json", "read_text", "read_bytes", "read_log", "read_cache",
-           "read_bench", "read_datadir", "load", "rglob", "glob", "iterdir"}
+           "read_bench", "open", "load", "rglob", "glob", "iterdir"}
 
 
 def _calls(tree):
@@ -470,7 +470,7 @@ def _calls(tree):
                          ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_views_and_the_report_never_read_a_file_or_call_a_reader(path):
     """A view or report page takes frames, never a path: no open(), Path.read_*, pd.read_*, profkit.load or read_*
-    call, and no import of a source module (the data directory is read by profkit.sources.datadir)."""
+    call, and no import of a source module (the data directory is read by profkit.catalog)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     found = [f"{path.name}:{line}: {name}()" for line, name in _calls(tree)
              if name in READERS or name.startswith("read_")]

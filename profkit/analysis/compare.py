@@ -420,7 +420,7 @@ def cache_agreement(winners: pd.DataFrame, cache_winners: pd.DataFrame) -> pd.Da
     Args:
         winners: output of :func:`profkit.analysis.winners` (with ``run_id`` and ``call``).
         cache_winners: winners read from cache files, with ``capture_run_id`` naming the capture
-            each file was written in (``profkit.sources.datadir``).
+            each file was written in (``profkit.catalog``).
 
     Returns:
         :func:`diff_winners` rows (b = the cache file) plus ``run_id``, for every (op, profile)

@@ -54,7 +54,7 @@ def repaired_targets(rows: pd.DataFrame) -> pd.DataFrame:
     """Per step comparison holding a repaired state: sizes where repaired is slower beyond noise.
 
     Args:
-        rows: step rows of every set (``DataDir.step`` and ``step_other`` stacked).
+        rows: step rows of every set (``Catalog.step`` and ``step_other`` stacked).
 
     Returns:
         One row per comparison of :func:`profkit.analysis.step.step_comparisons` that holds a
@@ -121,7 +121,7 @@ def cost_targets(provenance: Mapping[str, Mapping]) -> pd.DataFrame:
     """Verify seconds per tuning second of the same shape in one process (the policy study), per policy.
 
     Args:
-        provenance: ``DataDir.provenance``; each file's ``runs`` entries holding ``verify_s``,
+        provenance: ``Catalog.provenance``; each file's ``runs`` entries holding ``verify_s``,
             ``tune_call_s``, ``n`` and ``k`` are the study's shapes, in the order they ran.
 
     Returns:

@@ -9,7 +9,7 @@ import warnings
 from pathlib import Path
 
 from profkit.cli._paths import need_out_dir
-from profkit.errors import ParseError, ProfkitError
+from profkit.errors import ProfkitError
 
 NAME = "parse"
 HELP = "Read FlashInfer autotuner debug logs, cache files or engine benchmark outputs into profkit tables."
@@ -26,9 +26,6 @@ EXAMPLES = """examples:
 """
 
 _PROGRESS_BYTES = 8 << 20  # show a progress bar for logs larger than this
-_HEAD_BYTES = 1 << 20  # how much of a file auto detection looks at for FlashInfer log lines
-# Text only FlashInfer's logger and its tuning progress bar print.
-_FLASHINFER_MARKS = (b" - flashinfer.jit: ", b"[AutoTuner]", b"[Autotuner]")
 # The bench summary: serving rows, and lm-eval rows (one per task and metric).
 _SERVING_COLUMNS = ["engine", "format", "label", "model", "request_rate", "max_concurrency", "output_tok_s",
                     "mean_ttft_ms", "mean_itl_ms"]
@@ -92,28 +89,19 @@ def _check_paths(files: list[str], out: str | None) -> None:
 
 
 def _kind(path: Path) -> str:
-    """bench for engine outputs read_bench finds results in (FlashInfer logs excepted), cache for directories and
-    JSON objects, log for everything else (gzip included)."""
+    """bench for engine outputs read_bench finds results in, cache for cache files, v2 stores and other
+    directories and JSON files, log for everything else (gzip included); by profkit's one sniffer."""
+    from profkit.catalog.sniff import kind_of_head, read_head
+
     if path.is_dir():
         return "cache"
-    head = _head(path)
-    if head is not None and not any(mark in head for mark in _FLASHINFER_MARKS) and _has_bench_results(path):
+    head = read_head(path)
+    kind = kind_of_head(head, path.suffix) if head is not None else "log"  # the log reader names what is wrong
+    if kind == "bench" and _has_bench_results(path):
         return "bench"
-    if path.suffix == ".json" or (head or b"").lstrip()[:1] == b"{":
+    if kind == "cache" or path.suffix == ".json":
         return "cache"
     return "log"
-
-
-def _head(path: Path) -> bytes | None:
-    """The first MiB of a file (decompressed when gzipped); None when it cannot be opened (missing, a FIFO,
-    a device: the reader it goes to says so). Never blocks."""
-    from profkit.sources.inputs import inputs_of
-
-    try:
-        with inputs_of(path)[0].open(limit=_HEAD_BYTES) as stream:
-            return stream.read()
-    except ParseError:
-        return None
 
 
 def _unread(kind: str, files: list[str], result) -> list[str]:

@@ -24,9 +24,9 @@ EXAMPLES = """examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("data", nargs="?", default=None,
-                        help="directory of saved captures, FlashInfer debug logs or cache files, or one such file "
-                             "(default: the shipped data/, with its verify and advise results)")
+    parser.add_argument("data", nargs="*", default=[],
+                        help="directories of saved captures, FlashInfer debug logs, cache files or v2 stores, or such "
+                             "files, one or many (default: the shipped data/, with its verify and advise results)")
     parser.add_argument("--out", default="report", help="output directory (default: %(default)s)")
     parser.add_argument("--bench", action="append", default=[], metavar="FILE",
                         help="engine result file to join (profkit.read_bench); repeat for a pair, baseline "
@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "#12306 pair")
     parser.add_argument("--only", default=None, metavar="NAMES",
                         help="comma-separated figure names to draw (default: all)")
-    parser.add_argument("--formats", default="png,svg", help="figure formats, comma-separated (default: %(default)s)")
+    parser.add_argument("--formats", default="png", help="figure formats, comma-separated: png, svg, pdf "
+                                                         "(default: %(default)s)")
     parser.add_argument("--no-index", action="store_true", help="write the figures only, no pages or tables")
     parser.add_argument("--style", choices=("screen", "doc"), default="screen",
                         help="figure style: screen (default) or doc (design documents: larger type, no run ids)")
@@ -55,16 +56,16 @@ def _check_paths(root: Path, out: Path, bench: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    _check_paths(Path(args.data or "."), Path(args.out), args.bench)
-    from profkit.sources import datadir
-    from profkit import report
+    for path in args.data or ["."]:
+        _check_paths(Path(path), Path(args.out), args.bench)
+    from profkit import catalog, report
 
-    shipped = datadir.shipped_root().resolve()
-    root = Path(args.data) if args.data is not None else shipped
+    shipped = catalog.shipped_root().resolve()
+    roots = [Path(p) for p in args.data] or [shipped]
     # The shipped H200 captures meet the shipped public serving pair unless a pair is given.
-    inside = root.resolve() == shipped or shipped in root.resolve().parents
-    bench = args.bench or (datadir.shipped_bench() if inside else [])
-    data = datadir.read_datadir(root, bench=bench)
+    inside = all(r.resolve() == shipped or shipped in r.resolve().parents for r in roots)
+    bench = args.bench or (catalog.shipped_bench() if inside else [])
+    data = catalog.open(roots, bench=bench)
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     written = report.build_report(data, args.out, formats=[f.strip() for f in args.formats.split(",") if f.strip()],
                                   only=only, index=not args.no_index, progress=not args.no_progress,

@@ -31,7 +31,7 @@ def build_report(data, out: str | Path, *, results=None,
     recommendation (:func:`profkit.analysis.overview.summary_document`).
 
     Args:
-        data: from :func:`profkit.sources.datadir.read_datadir`.
+        data: from :func:`profkit.catalog.open`.
         out: output directory (created).
         results: the analyses (default: :func:`profkit.analysis.overview.overview` of ``data``).
         sections: section builders in page order (default :data:`profkit.report.SECTIONS`).

@@ -53,22 +53,31 @@ def read_moe_runs(path) -> MoeRuns:
         raise ProfkitError(f"{root}: not a folder of MoE runs")
     folders = sorted({p.parent for p in root.rglob("provenance.json")} | {p.parent for p in root.rglob("capture")
                                                                          if p.is_dir()})
-    captures, rows = [], []
-    for folder in folders:
-        row = {"folder": str(folder.relative_to(root))}
-        prov_path = folder / "provenance.json"
-        if prov_path.is_file():
-            prov = json.loads(prov_path.read_text())
+    provenance = {f: json.loads((f / "provenance.json").read_text()) for f in folders
+                  if (f / "provenance.json").is_file()}
+    captures = {f: schema.load(f / "capture") for f in folders if (f / "capture").is_dir()}
+    steps = [read_bench(f) for f in sorted(root.rglob("step.jsonl"))]
+    verify = read_verify(root) if any(root.rglob("verify.parquet")) else pd.DataFrame()
+    return assemble_moe_runs(root, provenance, captures, steps, verify)
+
+
+def assemble_moe_runs(root: Path, provenance: dict, captures: dict, steps: list, verify: pd.DataFrame) -> MoeRuns:
+    """A :class:`MoeRuns` from what was read of the run folders under ``root``: their provenance documents and
+    captures by folder (None where a folder has none), their step rows (``source`` = the step.jsonl) and
+    verify rows."""
+    rows = []
+    for folder in sorted(set(provenance) | set(captures)):
+        row = {"folder": str(Path(folder).relative_to(root))}
+        prov = provenance.get(folder)
+        if isinstance(prov, dict):
             row.update({k: prov.get(k) for k in ("run_id", "model", "shape", "note", "tune_call_s", "candidates",
                                                  "winners")})
             row.update({f"verify_{name}_s": s for name, s in (prov.get("verify_s") or {}).items()})
-        if (folder / "capture").is_dir():
-            tables = schema.load(folder / "capture")
-            captures.append(tables)
+        tables = captures.get(folder)
+        if tables is not None:
             row.setdefault("run_id", str(tables.winners["run_id"].iloc[0]) if len(tables.winners) else None)
         rows.append(row)
-    step_files = sorted(root.rglob("step.jsonl"))
-    step = pd.concat([read_bench(f) for f in step_files], ignore_index=True) if step_files else pd.DataFrame()
+    step = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
     runs = pd.DataFrame(rows)
     if len(step) and len(runs):  # a step folder's capture is its tuning pass: model and seconds are the step's
         for i, folder in enumerate(runs["folder"]):
@@ -77,8 +86,7 @@ def read_moe_runs(path) -> MoeRuns:
                 runs.loc[i, "model"] = mine["model"].dropna().iloc[0]
                 runs.loc[i, "tune_call_s"] = mine["tuning_s"].dropna().iloc[0] if mine["tuning_s"].notna().any() \
                     else None
-    verify = read_verify(root) if any(root.rglob("verify.parquet")) else pd.DataFrame()
     extra = [c for c in runs.columns if c not in RUN_COLUMNS]
     runs = schema.conform_columns(runs, {**RUN_COLUMNS, **{c: "float64" for c in extra}}) if len(runs) else runs
-    return MoeRuns(tables=schema.concat(captures) if captures else schema.Tables(), verify=verify, step=step,
-                   runs=runs)
+    parts = [captures[f] for f in sorted(captures)]
+    return MoeRuns(tables=schema.concat(parts) if parts else schema.Tables(), verify=verify, step=step, runs=runs)

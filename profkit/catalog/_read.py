@@ -1,0 +1,352 @@
+"""Read each input of an inventory once, into the frames of a :class:`~profkit.catalog.Catalog`.
+
+Every reader here takes the file lists the walk found (:class:`~profkit.catalog.walk.Inventory`), never
+searches the tree again, and opens each file once: the MoE runs are put together from the captures,
+step rows and verify tables already read, and ``provenance.json`` files are parsed once and shared.
+A file that cannot be read is named in ``problems`` and the rest is read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+import warnings
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from profkit import schema
+from profkit.catalog.walk import Inventory
+from profkit.errors import ProfkitError
+from profkit.sources.inputs import Input, as_int, load_json, regular_file
+
+
+def tables(inv: Inventory, problems: list) -> tuple[schema.Tables, dict[str, schema.Tables], tuple[str, ...]]:
+    """The inventory's tables, each capture folder's own, and what they came from.
+
+    Captures when there are any (the debug logs and cache files beside them are the same processes'),
+    else debug logs, else cache files and v2 stores.
+    """
+    from profkit.sources.cache import read_cache
+    from profkit.sources.logs import read_log
+
+    captures = inv.paths("capture")
+    if captures:
+        parts = {str(p): _with_path(schema.load_folder(p), p) for p in captures}
+        stacked = schema.concat(t for t in parts.values())
+        return stacked, parts, ("captures",)
+    logs = inv.paths("log")
+    if logs:
+        return read_log([str(p) for p in logs]), {}, ("debug logs",)
+    found = []
+    for p in inv.paths("cache", "v2_store"):
+        try:
+            read = read_cache(str(p))
+        except ProfkitError as exc:
+            if inv.root == p:
+                raise
+            problems.append(f"{p}: no FlashInfer cache: {exc}")
+            continue
+        if len(read.winners) or inv.root == p:
+            found.append(read)
+    if found:
+        return schema.concat(found), {}, ("cache files",)
+    raise ProfkitError(f"{inv.root}: no profkit capture, FlashInfer debug log (*.log) or cache file (*.json) here; "
+                       "pass a directory of captures (profkit capture --out, Tables.save), a debug log "
+                       "(FLASHINFER_LOGGING_LEVEL=debug), a cache file (autotune(cache=...)) or a v2 store")
+
+
+def _with_path(tables: schema.Tables, folder: Path) -> schema.Tables:
+    """``tables`` whose runs name the capture folder they were read from (``path``)."""
+    runs = tables.runs
+    if "path" in runs.columns and runs["path"].notna().all():
+        return tables
+    path = runs["path"].fillna(str(folder)) if "path" in runs.columns else str(folder)
+    return dataclasses.replace(tables, runs=runs.assign(path=path))
+
+
+def provenance(inv: Inventory, problems: list) -> dict[str, dict]:
+    """Each provenance.json, by folder (relative to the root); one that is no JSON object with an ``env`` object
+    is named. Commands have their secrets masked."""
+    from profkit.sources.env import mask_secrets
+
+    out = {}
+    for p in inv.paths("provenance"):
+        try:
+            doc, _ = load_json(Input(name=str(p), path=str(p)))
+        except ProfkitError as exc:
+            problems.append(str(exc))
+            continue
+        if not isinstance(doc, dict) or not isinstance(doc.get("env", {}), dict):
+            what = type(doc).__name__ if not isinstance(doc, dict) else f"an 'env' that is a {type(doc['env']).__name__}"
+            problems.append(f"{p}: expected a JSON object with an 'env' object, found {what}; skipped")
+            continue
+        env = doc.get("env")
+        if isinstance(env, dict) and isinstance(env.get("command"), str):
+            doc = {**doc, "env": {**env, "command": mask_secrets(env["command"])}}
+        out[inv.rel(p.parent)] = doc
+    return out
+
+
+def op_timings(inv: Inventory, problems: list) -> pd.DataFrame:
+    frames = []
+    for p in inv.paths("op_timings"):
+        try:
+            regular_file(p)  # pyarrow would block on a FIFO
+            frames.append(pd.read_parquet(p))
+        except ProfkitError as exc:
+            problems.append(str(exc))
+        except (OSError, ValueError) as exc:
+            problems.append(f"{p}: {type(exc).__name__}: {exc}")
+    return schema.conform(pd.concat(frames, ignore_index=True), "op_timings") if frames else schema.empty("op_timings")
+
+
+def step_rows(inv: Inventory, problems: list) -> dict[Path, pd.DataFrame]:
+    """Every step.jsonl's rows, by file, with ``source`` (its folder), ``step_set`` (the folder above) and
+    ``loaded_cache``."""
+    from profkit.sources.engines import read_bench
+
+    out = {}
+    for p in inv.paths("step"):
+        try:
+            rows = read_bench(p, format="profkit-step")
+        except ProfkitError as exc:
+            problems.append(f"{p}: {exc}")
+            continue
+        step_set = p.parent.parent if p.parent != inv.root else inv.root
+        out[p] = rows.assign(source=inv.rel(p.parent), step_set=inv.rel(step_set),
+                             loaded_cache=_loaded_caches(rows, inv.root))
+    return out
+
+
+def split_steps(inv: Inventory, rows: Mapping[Path, pd.DataFrame], parts: Mapping[str, schema.Tables], caches: set[str]
+                ) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
+    """Step rows of the sets holding a tuning-pass capture, the other sets' rows, the tuning-pass captures' run ids
+    and their cache files, per (model, dtype)."""
+    by_set: dict[Path, list[pd.DataFrame]] = {}
+    captures: dict[tuple[str, str], str] = {}
+    cache_files: dict[tuple[str, str], str] = {}
+    tuned_sets: set[Path] = set()
+    for p, frame in rows.items():
+        step_set = p.parent.parent if p.parent != inv.root else inv.root
+        by_set.setdefault(step_set, []).append(frame)
+        capture = parts.get(str(p.parent / "capture"))
+        if capture is not None and len(capture.runs) and {"model", "dtype"} <= set(frame.columns) and len(frame):
+            key = (str(frame["model"].iloc[0]), str(frame["dtype"].iloc[0]))
+            captures[key] = str(capture.runs["run_id"].iloc[0])
+            if str(p.parent / "cache.json") in caches:
+                cache_files[key] = inv.rel(p.parent / "cache.json")
+            tuned_sets.add(step_set)
+    pick = lambda sets: pd.concat([f for s in sets for f in by_set[s]], ignore_index=True) if sets else pd.DataFrame()  # noqa: E731
+    return pick(sorted(tuned_sets)), pick(sorted(set(by_set) - tuned_sets)), captures, cache_files
+
+
+def verify(inv: Inventory, problems: list) -> pd.DataFrame:
+    """Every readable verify table, with ``source`` (the file) and ``folder``, relative to the root."""
+    from profkit.sources.verify import read_verify
+
+    frames = []
+    for p in inv.paths("verify"):
+        try:
+            frames.append(read_verify(p).assign(source=inv.rel(p), folder=inv.rel(p.parent)))
+        except ProfkitError as exc:
+            problems.append(str(exc))
+    return pd.concat(frames, ignore_index=True) if frames else schema.empty("verify")
+
+
+def moe(inv: Inventory, prov: Mapping[str, dict], parts: Mapping[str, schema.Tables],
+        steps: Mapping[Path, pd.DataFrame], verified: pd.DataFrame):
+    """The MoE runs: every folder holding ``moe_sweep`` runs (a provenance.json of an MoE shape), put together
+    from what was already read; None when there are none."""
+    from profkit.sources.moe_runs import assemble_moe_runs
+
+    homes = sorted({(inv.root / rel).parent if rel != "." else inv.root
+                    for rel, doc in prov.items() if str(doc.get("shape", "")).startswith("E=")})
+    found = []
+    for home in homes:
+        folders = sorted({Path(p).parent for p in parts if Path(p).parent.parent == home}
+                         | {inv.root / rel for rel in prov if (inv.root / rel).parent == home})
+        found.append(assemble_moe_runs(
+            home, {f: prov.get(inv.rel(f)) for f in folders},
+            {f: parts[str(f / "capture")] for f in folders if str(f / "capture") in parts},
+            [rows.assign(source=str(p)) for p, rows in steps.items() if home in p.parents],
+            verified[verified["source"].map(lambda s: home in Path(str(s)).parents)] if len(verified)
+            else verified))
+    if not found:
+        return None
+    from profkit.sources.moe_runs import MoeRuns
+
+    return found[0] if len(found) == 1 else MoeRuns(
+        tables=schema.concat([m.tables for m in found]), verify=pd.concat([m.verify for m in found], ignore_index=True),
+        step=pd.concat([m.step for m in found], ignore_index=True), runs=pd.concat([m.runs for m in found], ignore_index=True))
+
+
+def cache_winners(inv: Inventory, parts: Mapping[str, schema.Tables], problems: list) -> pd.DataFrame:
+    """The winners of each cache.json written beside a capture, tagged with that capture's run_id."""
+    from profkit.sources.cache import read_cache
+
+    frames = []
+    for path in inv.paths("cache"):
+        capture = parts.get(str(path.parent / "capture"))
+        if path.name != "cache.json" or capture is None or not len(capture.runs):
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                cached = read_cache(str(path))
+        except (ImportError, OSError, ValueError, KeyError, ProfkitError) as exc:
+            problems.append(f"{path}: {type(exc).__name__}: {exc}")
+            continue
+        problems.extend(cached.problems)
+        frames.append(cached.winners.assign(capture_run_id=str(capture.runs["run_id"].iloc[0])))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def bench(paths: Sequence[str | Path], problems: list) -> tuple[pd.DataFrame, dict]:
+    """Engine results given by name (``label`` = file name), and each file's leading ``#`` note."""
+    from profkit.sources.engines import read_bench
+
+    frames, notes = [], {}
+    for b in paths:
+        try:
+            frames.append(read_bench(str(b), label=Path(b).stem))  # label = file: a pair stays apart
+        except ProfkitError as exc:
+            problems.append(f"{b}: {exc}")
+            continue
+        try:
+            with Input(name=str(b), path=str(b)).open(limit=4096) as f:
+                first = f.readline(4096).decode("utf-8", errors="replace").strip()
+        except (OSError, ProfkitError):
+            first = ""
+        if first.startswith("#"):
+            notes[Path(b).stem] = first.lstrip("# ").strip()
+            gpu = _noted_gpu(notes[Path(b).stem])
+            if gpu and ("gpu" not in frames[-1].columns or frames[-1]["gpu"].isna().all()):
+                frames[-1] = frames[-1].assign(gpu=gpu)
+    return (pd.concat(frames, ignore_index=True) if frames else schema.empty("bench")), notes
+
+
+# "# source: <url> (B200, gpt-oss-120b; 'PR: ...')": the shipped bench files name their GPU first in parentheses.
+_NOTED_GPU = re.compile(r"\((?:NVIDIA )?([A-Z]{1,2}\d{2,4}[A-Za-z]*)[,;)]")
+
+
+def _masked_commands(tables: schema.Tables) -> schema.Tables:
+    """``tables`` with secrets in the runs' command lines masked (captures written before masking hold them)."""
+    from profkit.sources.env import mask_secrets
+
+    runs = tables.runs
+    if "command" not in runs.columns or not len(runs):
+        return tables
+    masked = runs["command"].map(lambda c: mask_secrets(c) if isinstance(c, str) else c)
+    return dataclasses.replace(tables, runs=runs.assign(command=masked.astype(runs["command"].dtype)))
+
+
+def _loaded_caches(rows: pd.DataFrame, root: Path) -> pd.Series:
+    """Per step row: the cache file its state loaded (``--cache FILE`` or ``--cache STATE=FILE`` of its command)."""
+    if "command" not in rows.columns or "state" not in rows.columns:
+        return pd.Series("", index=rows.index, dtype="string")
+    parsed = {command: _cache_arguments(command) for command in rows["command"].dropna().astype(str).unique()}
+    out = []
+    for command, state in zip(rows["command"], rows["state"]):
+        files = parsed.get(str(command), {}) if isinstance(command, str) else {}
+        written = files.get(str(state)) or (files.get("") if str(state) == "cache" else None)
+        out.append(_under_root(written, root) if written else "")
+    return pd.Series(out, index=rows.index, dtype="string")
+
+
+def _cache_arguments(command: str) -> dict[str, str]:
+    """``{state: file}`` of a ``profkit step`` command's ``--cache`` arguments (``""`` for a bare ``--cache FILE``)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    out = {}
+    for i, word in enumerate(words):
+        value = words[i + 1] if word == "--cache" and i + 1 < len(words) else (
+            word.partition("=")[2] if word.startswith("--cache=") else None)
+        if value is None:
+            continue
+        state, sep, file = value.partition("=")
+        out[state if sep else ""] = file if sep else value
+    return out
+
+
+def _under_root(written: str, root: Path) -> str:
+    """``written`` relative to ``root`` when it names a file under it (as given, or by its trailing parts), else as written."""
+    path = Path(written)
+    for candidate in (path, root / path):
+        try:
+            if candidate.is_file() and candidate.resolve().is_relative_to(root.resolve()):
+                return str(candidate.resolve().relative_to(root.resolve()))
+        except OSError:
+            continue
+    parts = path.parts
+    for i in range(1, len(parts)):  # commands ran elsewhere: data/h200/step/x/cache.json names h200/step/x/...
+        tail = Path(*parts[i:])
+        if (root / tail).is_file():
+            return str(tail)
+    return written
+
+
+def _policy_tuning(provenance: Mapping[str, dict]) -> pd.DataFrame:
+    """(policy, op, tuning_s) per tuning call of the policy study, from its provenance.json ``runs``.
+
+    The study names each run ``<op>-<layer>`` (``profkit.bench.policy_study``).
+    """
+    rows = [{"policy": run["policy"], "op": str(run.get("name", "")).partition("-")[0], "tuning_s": run["tune_call_s"]}
+            for p in provenance.values() for run in (p.get("runs") or [])
+            if isinstance(run, dict) and {"policy", "tune_call_s"} <= set(run)]
+    return pd.DataFrame(rows, columns=["policy", "op", "tuning_s"])
+
+
+def _models(models: Sequence[str]) -> tuple[dict, dict]:
+    """Linear shapes and full layer counts of the shipped model configs named by the step rows."""
+    from profkit.models import linear_layers, load_model
+
+    linears, layers = {}, {}
+    for name in models:
+        try:
+            config = load_model(name)
+        except ProfkitError:
+            continue
+        linears[name] = tuple((lin.n, lin.k) for lin in linear_layers(config))
+        layers[name] = int(config.num_hidden_layers)
+    return linears, layers
+
+
+def _noted_gpu(note: str) -> str | None:
+    """The GPU a bench file's leading comment names (``B200``), or None."""
+    m = _NOTED_GPU.search(note)
+    return m.group(1) if m else None
+
+
+def _shape_labels(op_timings: pd.DataFrame, provenance: Mapping[str, dict]) -> dict[str, str]:
+    """Display names per shape label from op timings, provenance and the shipped model configs."""
+    labels: dict[str, str] = {}
+    if {"model", "layer", "n", "k"} <= set(op_timings.columns):
+        for model, layer, n, k in op_timings[["model", "layer", "n", "k"]].drop_duplicates().itertuples(index=False):
+            labels.setdefault(f"N={int(n)} K={int(k)}", f"{model} {layer}")
+    for prov in provenance.values():
+        # An MoE run's provenance names its model and expert geometry ("E=128 top_k=8 H=2048 I=768").
+        if isinstance(prov.get("shape"), str) and prov["shape"].startswith("E=") and isinstance(prov.get("model"), str):
+            labels.setdefault(prov["shape"], prov["model"])
+        shapes = prov.get("shapes")
+        for shape in shapes if isinstance(shapes, list) else ():
+            if isinstance(shape, dict) and {"name", "n", "k"} <= set(shape):
+                n, k = as_int(shape["n"]), as_int(shape["k"])
+                if n is None or k is None:
+                    continue
+                _, _, rest = str(shape["name"]).partition("-")
+                model, _, layer = rest.rpartition("-")
+                labels.setdefault(f"N={n} K={k}", f"{model} {layer}".strip())
+    from profkit.models import available, linear_layers, load_model
+
+    for name in available():
+        try:
+            for lin in linear_layers(load_model(name)):
+                labels.setdefault(f"N={lin.n} K={lin.k}", f"{name} {lin.name}")
+        except (ProfkitError, TypeError, ValueError):
+            continue
+    return labels

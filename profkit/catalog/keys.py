@@ -1,0 +1,105 @@
+"""The keys of a run: GPU (name, SM count, compute capability), FlashInfer and CUDA versions, host, rank, process.
+
+Facts come from the run itself first (a capture's environment, a cache file's ``_metadata``); what a
+run does not state is taken from where it was found: a rank from the file or folder name
+(``rank_tp1_pp0_dp0.json`` as SGLang names per-rank caches, ``rank3.log``, ``...-rank2/`` as
+``profkit capture`` names process folders), and a debug log's environment from the ``provenance.json``
+of the process that wrote it, in the same folder. ``env_from`` says where the environment came from.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+# Per run: the keys every table joins on through run_id.
+KEY_COLUMNS = {
+    "run_id": "string", "gpu": "string", "sm_count": "Int64", "compute_capability": "string",
+    "flashinfer": "string", "cuda": "string", "host": "string", "rank": "Int64", "tp_rank": "Int64",
+    "pp_rank": "Int64", "dp_rank": "Int64", "ep_rank": "Int64", "process": "string",
+    "source_kind": "string", "path": "string", "env_from": "string",
+}
+# Multiprocessors per GPU name (NVIDIA's data sheets; the H100 and H200 measured here: 132 each).
+_SM_COUNT = {"H100 80GB HBM3": 132, "H100 SXM": 132, "H100 PCIe": 114, "H100 NVL": 132, "H200": 132, "H20": 78,
+             "B200": 148, "A100": 108, "L40S": 142, "GB200": 152}
+_CAPABILITY = {"H100": "9.0", "H200": "9.0", "H20": "9.0", "GH200": "9.0", "B200": "10.0", "GB200": "10.0",
+               "B300": "10.3", "A100": "8.0", "A10G": "8.6", "L40S": "8.9", "L4": "8.9"}
+_PARALLEL = {"tp_rank": r"tp[_-]?(\d+)", "pp_rank": r"pp[_-]?(\d+)", "dp_rank": r"dp[_-]?(\d+)",
+             "ep_rank": r"ep[_-]?(\d+)"}
+_RANK = re.compile(r"(?:^|[^a-z])rank[_-]?(\d{1,6})(?!\d)", re.IGNORECASE)
+
+
+def parallel_ranks(path: str) -> dict:
+    """``rank`` and ``tp_rank``/``pp_rank``/``dp_rank``/``ep_rank`` a file or folder name states (the last path
+    part that states one wins; missing ones are absent)."""
+    found: dict = {}
+    for part in str(path).replace("\\", "/").split("/"):
+        name = part.lower()
+        if m := _RANK.search(name):
+            found["rank"] = int(m.group(1))
+        for column, pattern in _PARALLEL.items():
+            if m := re.search(rf"(?:^|[^a-z]){pattern}(?!\d)", name):
+                found[column] = int(m.group(1))
+    if "rank" not in found and "tp_rank" in found:
+        found["rank"] = found["tp_rank"]
+    return found
+
+
+def gpu_facts(name) -> dict:
+    """SM count and compute capability of a GPU name, where its name says (else absent)."""
+    if not isinstance(name, str) or not name:
+        return {}
+    short = name.removeprefix("NVIDIA ").strip()
+    facts = {}
+    for key in sorted(_SM_COUNT, key=len, reverse=True):
+        if short.startswith(key):
+            facts["sm_count"] = _SM_COUNT[key]
+            break
+    for key in sorted(_CAPABILITY, key=len, reverse=True):
+        if short.startswith(key):
+            facts["compute_capability"] = _CAPABILITY[key]
+            break
+    return facts
+
+
+def keyed_runs(runs: pd.DataFrame, envs: dict[str, dict]) -> pd.DataFrame:
+    """``runs`` with the key columns (:data:`KEY_COLUMNS`) filled where the run, its path or ``envs`` state them.
+
+    Args:
+        runs: a Tables' runs (``path`` where the reader knows the file).
+        envs: environment by folder (``provenance.json``'s ``env``), keyed by the folder's path.
+    """
+    out = runs.copy()
+    for column in KEY_COLUMNS:
+        if column not in out.columns:
+            out[column] = pd.NA
+    filled = []
+    for i, row in out.iterrows():
+        facts, source = {}, "run"
+        path = row.get("path")
+        if isinstance(path, str) and path:
+            env = envs.get(path.rpartition("/")[0])
+            if env and pd.isna(row.get("gpu")) and row.get("source_kind") == "log":
+                facts.update({k: env.get(k) for k in ("gpu", "flashinfer", "cuda", "host", "driver", "torch",
+                                                      "cudnn", "cublas")})
+                source = "provenance.json"
+            facts.update({k: v for k, v in parallel_ranks(path).items() if pd.isna(row.get(k))})
+        sm = row.get("sm")
+        if isinstance(sm, str) and sm.isdigit() and pd.isna(row.get("compute_capability")):
+            facts["compute_capability"] = f"{sm[:-1]}.{sm[-1]}"
+        facts.update({k: v for k, v in gpu_facts(facts.get("gpu") or row.get("gpu")).items()
+                      if pd.isna(row.get(k)) and k not in facts})
+        if pd.isna(row.get("process")) and not pd.isna(row.get("pid")):
+            facts["process"] = f"{row.get('host') or facts.get('host') or '?'}:{row.get('pid')}"
+        filled.append((i, facts, source))
+    for i, facts, source in filled:
+        for key, value in facts.items():
+            if value is not None and (pd.isna(out.at[i, key]) if key in out.columns else True):
+                out.at[i, key] = value
+        out.at[i, "env_from"] = source if not pd.isna(out.at[i, "gpu"]) else pd.NA
+    for column, dtype in KEY_COLUMNS.items():
+        values = pd.to_numeric(out[column], errors="coerce") if dtype == "Int64" else out[column]
+        out[column] = values.astype(dtype)
+    return out
+
