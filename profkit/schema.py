@@ -506,9 +506,14 @@ class Tables:
         return {k: (None if pd.isna(v) else v) for k, v in row.items()}
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the tables as ``<path>/<table>.parquet``, atomically per file; return the path."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
+        """Write the tables as ``<path>/<table>.parquet``, atomically per file; return the path.
+
+        Raises:
+            ProfkitError: naming ``path``, when it is a file or cannot be created or written (``/proc``).
+        """
+        from profkit.outputs import atomic
+
+        path = atomic.make_folder(path)
         for table in TABLES:
             write_parquet(getattr(self, table), path / f"{table}.parquet")
         return path
@@ -674,6 +679,11 @@ def process_dir_name(host: str, pid: int, rank: int | None) -> str:
     return f"{host}-pid{pid}" + ("" if rank is None else f"-rank{rank}")
 
 
+# An empty file a process writer leaves in its folder while a full disk keeps it from writing the
+# calls it recorded (removed once they are written): load names it when the process has ended.
+UNWRITTEN = "calls-not-written"
+
+
 def segment_name(number: int) -> str:
     """Folder name of one appended segment of a process's capture."""
     return f"seg-{number:06d}"
@@ -762,12 +772,14 @@ def _segment_gaps(path: Path, segments: list[Path]) -> tuple[str, ...]:
 
 
 def _unfinished_segments(path: Path) -> tuple[str, ...]:
-    """A problem naming each ``.seg-<n>.tmp`` folder a killed writer left (its rows are lost).
+    """A problem naming each ``.seg-<n>.tmp`` folder a killed writer left, and its :data:`UNWRITTEN` mark
+    (calls a full disk kept it from writing): their rows are lost.
 
-    A live writer has one while it writes a segment, so a folder counts as left behind only when
-    its process (this host's, by the folder's pid) is gone, or, for another host, after 10 minutes.
+    A live writer has a temporary folder while it writes a segment, and the mark while it keeps rows
+    for its next write, so either counts as left behind only when its process (this host's, by the
+    folder's pid) is gone, or, for another host, after 10 minutes.
     """
-    left = sorted(e for e in path.iterdir() if re.fullmatch(r"\." + _SEGMENT + r"\.tmp", e.name))
+    left = sorted(e for e in path.iterdir() if re.fullmatch(r"\." + _SEGMENT + r"\.tmp", e.name) or e.name == UNWRITTEN)
     match = re.fullmatch(_PROCESS_DIR, path.name)
     if not left or match is None:
         return ()
@@ -784,8 +796,10 @@ def _unfinished_segments(path: Path) -> tuple[str, ...]:
             return ()
     else:
         left = [e for e in left if time.time() - e.stat().st_mtime > 600]
-    return tuple(f"{e}: a segment its process never finished writing (killed, or its disk full); "
-                 "its rows are lost" for e in left)
+    return tuple(f"{path}: its process could not write its last tuning calls (its disk full) before it ended; those "
+                 f"calls are lost (delete {e.name} once read)" if e.name == UNWRITTEN else
+                 f"{e}: a segment its process never finished writing (killed, or its disk full); its rows are lost "
+                 "(nothing reads it: delete the folder)" for e in left)
 
 
 def _read_segment(path: Path) -> Tables:
@@ -803,7 +817,7 @@ def _read_tables(path: Path, *, missing_ok: bool = False) -> Tables:
         try:
             if not file.is_file() and (file.exists() or file.is_symlink()):  # a FIFO would block, a device never end
                 raise ProfkitError("not a regular file")
-            frames[table] = conform(pd.read_parquet(file), table)
+            frames[table] = conform(_numbers_as_text(pd.read_parquet(file), table, file), table)
         except FileNotFoundError:
             if not path.is_dir():
                 raise  # the folder deleted under us: the caller names it
@@ -815,6 +829,17 @@ def _read_tables(path: Path, *, missing_ok: bool = False) -> Tables:
             problems.append(f"{file}: {type(exc).__name__}: {first_line}")
             frames[table] = empty(table)
     return Tables(**frames, problems=tuple(problems))
+
+
+def _numbers_as_text(frame: pd.DataFrame, table: str, file: Path) -> pd.DataFrame:
+    """``frame``, with a warning naming its text columns (op, runner, ...) that hold numbers: no profkit writer
+    stores them so, and an op ``1`` read as the text '1' should not pass unsaid."""
+    numeric = [c.name for c in _spec(table) if c.dtype == "string" and c.name in frame.columns
+               and pd.api.types.is_numeric_dtype(frame[c.name]) and frame[c.name].notna().any()]
+    if numeric:
+        warnings.warn(f"{file}: column(s) {', '.join(numeric)} hold numbers where profkit writes text; read as "
+                      "their text (a file profkit did not write?)", stacklevel=5)
+    return frame
 
 
 def _with_process_columns(tables: Tables, name: str) -> Tables:

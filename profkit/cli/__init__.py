@@ -23,6 +23,7 @@ import sys
 import warnings
 
 from profkit.errors import ProfkitError
+from profkit.printable import printable
 
 # Subcommand modules, in the order `profkit --help` lists them.
 SUBCOMMANDS = ("report", "capture", "parse", "step", "verify", "repair", "advise", "compare")
@@ -90,7 +91,8 @@ def failure_message(exc: BaseException) -> str:
     else:
         text = (f"unexpected {type(exc).__name__}: {exc} (a profkit bug; rerun with --debug for the traceback "
                 "and report it)")
-    return " ".join(text.split()) if "\n" in text else text
+    # One line; a name's escape sequences and bidi marks are shown, not obeyed.
+    return printable(" ".join(text.split()) if "\n" in text else text)
 
 
 _OS_HINTS = {
@@ -119,7 +121,7 @@ def _one_line_warnings(name: str):
     """Warnings as one line each on stderr (``profkit parse: warning: ...``), not Python's two with a source line."""
 
     def show(message, category, filename, lineno, file=None, line=None):
-        text = " ".join(str(message).split())
+        text = printable(" ".join(str(message).split()))
         print(f"{name}: warning: {text}", file=file or sys.stderr)
 
     with warnings.catch_warnings():

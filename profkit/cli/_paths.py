@@ -24,3 +24,14 @@ def need_out_dir(out, what: str = "a directory") -> None:
     """``--out OUT`` may be missing (it is created) or a directory, never a file."""
     if out is not None and os.path.exists(out) and not os.path.isdir(out):
         raise ProfkitError(f"--out {out}: is a file; give {what} (it is created if missing)")
+
+
+def need_out_file(path, flag: str, wanted: str) -> None:
+    """``flag PATH`` names a file to write: not a folder, and its folder exists or is one missing folder
+    in a folder that exists (only that one is created: a typo never grows a tree of folders)."""
+    if os.path.isdir(path):
+        raise ProfkitError(f"{flag} {path}: is a directory; give a file path for {wanted}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) and not os.path.isdir(os.path.dirname(folder)):
+        raise ProfkitError(f"{flag} {path}: its folder {folder} does not exist, nor the one above it; create it "
+                           "first (only a last missing folder is created)")

@@ -54,27 +54,58 @@ def run(args) -> int:
     from profkit import load
     from profkit.analysis.advise import advise, budget_frontier
     from profkit.outputs import engine_plans
+    from profkit.printable import printable
 
     for path in args.verify:
         need_file(path, "--verify", "a parquet file of per-bucket serving verdicts")
     if args.cache is not None:
         need_file(args.cache, "--cache", "the capture's FlashInfer cache file")
     need_out_dir(args.out, "a directory for the plan")
-    tables = load(args.capture)
+    tables = _plannable(load(args.capture))
     verify = _read_verify(args.verify)
     plan = advise(tables, verify=verify, budget_s=args.budget_s, max_slowdown_pct=args.max_slowdown, mix=args.mix,
                   metadata=_cache_metadata(args.cache, args.capture))
     frontier = budget_frontier(plan)
     inputs = [*args.verify, *([args.cache] if args.cache is not None else [])]
     engine_plans.write_plan(plan, args.out, frontier=frontier, inputs=inputs)
-    print(engine_plans.plan_text(plan))
-    for verdict in plan.ops["verdict"]:
-        print(f"- {verdict}")
-    print("other budgets (at most Y% slower per pass):")
-    print(frontier[["max_slowdown_pct", "planned_s", "ratio", "cost_pct", "skip_ops", "tuning_buckets"]]
-          .round(2).to_string(index=False))
-    print(f"profkit advise: {plan!r} -> {args.out}", file=sys.stderr)
+    for note in dict.fromkeys(plan.notes):  # what was set aside (a bucket of -8), also plan.md's Caveats
+        print(f"profkit advise: note: {printable(note)}", file=sys.stderr)
+    frontier = frontier[["max_slowdown_pct", "planned_s", "ratio", "cost_pct", "skip_ops", "tuning_buckets"]]
+    for line in [*engine_plans.plan_text(plan).splitlines(), *(f"- {v}" for v in plan.ops["verdict"]),
+                 "other budgets (at most Y% slower per pass):", *frontier.round(2).to_string(index=False).splitlines()]:
+        print(printable(line))  # names are data: no escape sequence or line break of theirs reaches the terminal
+    print(f"profkit advise: {printable(repr(plan))} -> {printable(args.out)}", file=sys.stderr)
     return 0
+
+
+def _plannable(tables):
+    """``tables`` without the ops no engine's skip switch can name (``a,b``, ``-x``), each named in a warning;
+    a capture whose candidates could not be read is named (not "no tuned bucket")."""
+    import dataclasses
+    import warnings
+
+    from profkit import schema
+    from profkit.errors import ProfkitError
+    from profkit.outputs.engine_plans import skip_op_problem
+
+    if tables.candidates.empty and tables.tuning.empty and tables.problems:  # else "no tuned bucket" hides why
+        raise ProfkitError(f"cannot plan: the capture's tables could not be read ({tables.problems[0]}"
+                           + (f"; and {len(tables.problems) - 1} more file(s)" if len(tables.problems) > 1 else "") + ")")
+    ops = set(tables.candidates["op"].dropna()) | set(tables.tuning["op"].dropna())
+    bad = {op: why for op in sorted(map(str, ops)) if (why := skip_op_problem(op))}
+    for op, why in bad.items():
+        warnings.warn(f"op {ascii(op)} {why}; it is left out of the plan (FlashInfer tunes it as it would without "
+                      "one) and the other ops are planned")
+    if not bad:
+        return tables
+    if not ops - set(bad):
+        raise ProfkitError(f"every op of {tables.runs['run_id'].nunique()} run(s) has a name no engine switch can "
+                           "carry (named above): nothing to plan")
+    return dataclasses.replace(tables, **{t: _without(getattr(tables, t), bad) for t in schema.TABLES})
+
+
+def _without(frame, ops):
+    return frame[~frame["op"].isin(list(ops)).fillna(False).to_numpy(dtype=bool)] if "op" in frame.columns else frame
 
 
 def _read_verify(paths: list[Path]):

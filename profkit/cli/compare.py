@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from profkit.cli._paths import need_out_file
 from profkit.errors import ProfkitError
 
 NAME = "compare"
@@ -23,7 +24,6 @@ within_noise, not_measurable (too few units: one pass of each state, one process
 """
 
 KINDS = ("step", "verify", "capture")
-_FINDS = {"step": "step.jsonl", "verify": "verify.parquet", "capture": "candidates.parquet"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,15 +43,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    from profkit.outputs import atomic
+    from profkit.printable import printable
+
     kind = _kind(args.paths, args.kind)
-    if args.json is not None and args.json.is_dir():
-        raise ProfkitError(f"--json {args.json}: is a directory; give a file path for the JSON rows")
+    inputs = _input_files(args.paths)
+    if args.json is not None:
+        need_out_file(args.json, "--json", "the JSON rows")
+        atomic.refuse_inputs([args.json], inputs, flag="--json")
     rows = {"step": _steps, "verify": _verify, "capture": _captures}[kind](args)
     for line in _lines(kind, rows):
-        print(line)
+        print(printable(line))  # names are data: no escape sequence, line break or bidi mark reaches the terminal
     if args.json is not None:
-        _write_json(rows.assign(kind=kind), args.json)
-        print(f"wrote {len(rows)} rows to {args.json}", file=sys.stderr)
+        _write_json(rows.assign(kind=kind), args.json, inputs)
+        print(f"wrote {len(rows)} rows to {printable(args.json)}", file=sys.stderr)
     return 0
 
 
@@ -65,7 +70,14 @@ def _kind(paths: list[Path], forced: str | None) -> str:
         if path.is_file():
             found.add("step" if path.suffix == ".jsonl" else "verify" if path.name == "verify.parquet" else "?")
             continue
-        found |= {k for k, name in _FINDS.items() if next(path.rglob(name), None) is not None}
+        if not path.is_dir():  # a FIFO, device or socket: never opened (it could block) nor searched
+            from profkit.sources.inputs import not_regular
+
+            raise ProfkitError(f"{path}: is {not_regular(path.stat().st_mode)}; give step.jsonl files, verify.parquet "
+                               "files or capture directories (or folders holding them)")
+        from profkit.catalog.walk import walk
+
+        found |= set(walk(path).files["kind"]) & set(KINDS)
     if forced:
         return forced
     found.discard("?")
@@ -88,7 +100,7 @@ def _steps(args):
     for path in args.paths:
         files += [path] if path.is_file() else sorted(path.rglob("step.jsonl"))
     frames = [profkit.read_bench(f, format="profkit-step").assign(source=str(f.parent)) for f in files]
-    bench = pd.concat(frames, ignore_index=True)
+    bench = _readable_steps(pd.concat(frames, ignore_index=True))
     baseline = args.baseline or "untuned"
     series = set(bench.get("series", bench["state"]).astype(str)) | set(bench["state"].astype(str))
     if baseline not in series:
@@ -97,11 +109,41 @@ def _steps(args):
     return compare_steps(bench, baseline=baseline)
 
 
+def _input_files(paths: list[Path]) -> list[Path]:
+    """Every file the comparison may read: the files given and every file under the folders given."""
+    return [found for path in paths
+            for found in ((f for f in path.rglob("*") if f.is_file()) if path.is_dir() else (path,))]
+
+
+_STEP_KEYS = ("model", "dtype", "phase", "tokens", "state")
+
+
+def _readable_steps(bench):
+    """Step rows with every key the comparison groups by; the others set aside with one warning."""
+    import warnings
+
+    unread = bench[list(_STEP_KEYS)].isna()
+    lost = unread.any(axis=1).to_numpy()
+    if lost.any():
+        columns = ", ".join(c for c in _STEP_KEYS if unread[c].any())
+        warnings.warn(f"set aside {int(lost.sum())} step row(s) without a readable {columns} (the reader's "
+                      "warnings name their files and lines); the other rows are compared")
+    return bench[~lost]
+
+
 def _verify(args):
+    import warnings
+
     from profkit.analysis.verify import bucket_verdicts, compare_runs, of_routing
+    from profkit.outputs.flashinfer_cache import usable_timings
     from profkit.sources.verify import read_verify
 
-    verify = read_verify(*args.paths)
+    verify, set_aside = usable_timings(read_verify(*args.paths))
+    for reason in set_aside:  # an inverted p10-p90 band, a negative or infinite time: no verdict rests on it
+        warnings.warn(f"set aside {reason}: not compared")
+    if args.routing is not None and ("routing" not in verify or verify["routing"].isna().all()):
+        warnings.warn(f"--routing {args.routing}: these verify tables hold no MoE routing (dense GEMMs); "
+                      "every row is compared")
     baseline = args.baseline or "default"
     if baseline == "default":
         return bucket_verdicts(of_routing(verify, args.routing))
@@ -165,12 +207,13 @@ def _verdict(r, units: str) -> str:
             f"{n + ' ' + units + '  ' if n else ''}detectable {100 * r.detectable:.2f}%")
 
 
-def _write_json(rows, path: Path) -> None:
+def _write_json(rows, path: Path, inputs: list[Path]) -> None:
     import json
 
+    from profkit.outputs import atomic
+
     records = json.loads(rows.to_json(orient="records"))  # NaN and NA as null, numpy scalars as numbers
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(records, indent=1) + "\n")
+    atomic.write_text(path, json.dumps(records, indent=1) + "\n", inputs=inputs)  # whole or not at all
 
 
 if __name__ == "__main__":

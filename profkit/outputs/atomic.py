@@ -14,6 +14,9 @@ Every output goes through :func:`write_bytes` (or its text / JSON / set forms):
 - :func:`write_set` writes the files of one output folder (``profkit advise --out``) under an
   exclusive lock on the folder: two writers on one folder take turns, so the folder ends up
   holding one writer's whole set, never files of both.
+- :func:`whole_folder` writes a folder whole (``profkit report --out``): into a new sibling that
+  then replaces the folder in one step, so no file of an earlier write stays beside the new ones;
+  a folder holding files profkit did not write there is refused, never deleted.
 
 Every failure is a :class:`~profkit.errors.ProfkitError` naming the file and the reason.
 """
@@ -21,17 +24,19 @@ Every failure is a :class:`~profkit.errors.ProfkitError` naming the file and the
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import json
 import os
 import secrets
+import shutil
 import stat
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 from profkit.errors import ProfkitError
 
-__all__ = ["make_folder", "refuse_inputs", "write_bytes", "write_json", "write_set", "write_text"]
+__all__ = ["make_folder", "refuse_inputs", "whole_folder", "write_bytes", "write_json", "write_set", "write_text"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -121,14 +126,108 @@ def write_set(folder: str | os.PathLike, files: Mapping[str, str | bytes], *,
     return targets
 
 
-def refuse_inputs(outputs: Iterable[str | os.PathLike], inputs: Iterable[str | os.PathLike]) -> None:
+WRITTEN = ".profkit-written"  # in a folder written by whole_folder: the JSON list of the files it holds
+
+
+@contextlib.contextmanager
+def whole_folder(folder: str | os.PathLike, *,
+                 earlier: Callable[[Path, set[str]], bool] | None = None) -> Iterator[Path]:
+    """Write ``folder`` whole: yield a new empty sibling folder to write into; it then replaces ``folder``.
+
+    When the block ends, the sibling gets the list of its files (:data:`WRITTEN`) and takes the
+    place of ``folder`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere two renames),
+    and the earlier folder is deleted: no file of an earlier write stays beside the new ones, and
+    a reader sees the old folder or the new one. When the block raises, the sibling is deleted
+    and ``folder`` is unchanged.
+
+    Args:
+        folder: the folder to write; it may be missing, empty, or a folder written this way before
+            (every entry listed in its :data:`WRITTEN`).
+        earlier: recognizes a folder an earlier profkit wrote without the list (called with the
+            folder and its entry names).
+
+    Raises:
+        ProfkitError: naming ``folder``, when it holds files profkit did not write there (they are
+            never deleted), is a file or a symlink, or cannot be written.
+    """
+    folder = Path(folder)
+    _refuse_foreign(folder, earlier)
+    make_folder(folder.parent)
+    staged = folder.parent / f".{folder.name[:80]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:
+        staged.mkdir()
+    except OSError as exc:
+        raise ProfkitError(f"{folder}: cannot create a folder beside it to write into ({exc.strerror or exc})") from None
+    try:
+        yield staged
+        names = sorted(str(p.relative_to(staged)) for p in staged.rglob("*") if not p.is_dir())
+        write_bytes(staged / WRITTEN, (json.dumps(names, indent=0) + "\n").encode())
+        if not _exchange(staged, folder):
+            aside = staged.with_name(staged.name + ".old")
+            moved = os.path.lexists(folder)
+            if moved:
+                _rename(str(folder), aside)
+            try:
+                _rename(str(staged), folder)
+            except ProfkitError:
+                if moved:
+                    os.rename(aside, folder)  # the earlier folder back in its place
+                raise
+            staged = aside
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)  # the earlier folder after the swap; the new one on failure
+    _fsync_folder(folder.parent)
+
+
+def _refuse_foreign(folder: Path, earlier) -> None:
+    """Raise unless ``folder`` is missing, empty, or holds only what profkit wrote there."""
+    if folder.is_symlink():
+        raise ProfkitError(f"{folder}: is a symlink; give the folder itself (it is replaced whole)")
+    try:
+        names = set(os.listdir(folder))
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        raise ProfkitError(f"{folder}: exists and is not a folder; give a folder to write into") from None
+    except OSError as exc:
+        raise ProfkitError(f"{folder}: cannot read the folder ({exc.strerror or exc})") from None
+    try:
+        listed = set(json.loads((folder / WRITTEN).read_text()))
+        foreign = {n for n in names - {WRITTEN} if n not in listed and not any(x.startswith(n + "/") for x in listed)}
+    except (OSError, ValueError, TypeError):
+        foreign = set() if names and earlier is not None and earlier(folder, names) else names
+    if foreign:
+        shown = ", ".join(sorted(foreign)[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise ProfkitError(f"{folder}: holds files profkit did not write there ({shown}); give a new or empty "
+                           "folder, or one profkit wrote before (it is replaced whole)")
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths in one step (Linux ``renameat2``); False where ``b`` is missing or it cannot."""
+    if not os.path.lexists(b):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_cwd, exchange = -100, 2  # AT_FDCWD, RENAME_EXCHANGE
+    if renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise _failed(b, OSError(code, os.strerror(code)))
+
+
+def refuse_inputs(outputs: Iterable[str | os.PathLike], inputs: Iterable[str | os.PathLike], *,
+                  flag: str = "--out") -> None:
     """Raise when an output would replace one of the inputs (same path, or the same file by inode).
 
     A symlink standing at an output is not followed (it would be replaced, not written through),
     so only the output's own directory entry is compared.
 
     Raises:
-        ProfkitError: naming the output and the input it would overwrite.
+        ProfkitError: naming the output, the input it would overwrite and ``flag`` (the option to change).
     """
     inputs = [Path(p) for p in inputs]
     if not inputs:
@@ -148,7 +247,7 @@ def refuse_inputs(outputs: Iterable[str | os.PathLike], inputs: Iterable[str | o
             if stat.S_ISREG(st.st_mode):
                 same = seen.get((st.st_dev, st.st_ino))
         if same is not None:
-            raise ProfkitError(f"{out}: the output would overwrite the input {same}; choose another --out")
+            raise ProfkitError(f"{out}: the output would overwrite the input {same}; choose another {flag}")
 
 
 def _same_name(a: Path, b: Path) -> bool:

@@ -207,10 +207,31 @@ def vllm_env(plan: Plan, blocklist_path: str = "blocklist.json") -> str:
 def _vllm_list(ops) -> str:
     """vLLM's comma-separated op list as one shell word; an op the list cannot hold is refused."""
     for op in ops:
-        if "," in op or op != op.strip() or not op:
-            raise ProfkitError(f"vllm_env.sh: op {ascii(op)} cannot be written: VLLM_FLASHINFER_AUTOTUNE_SKIP_OPS "
-                               "is a comma-separated list with blanks dropped")
+        if _not_list_entry(op):
+            raise ProfkitError(f"vllm_env.sh: op {ascii(op)} {_LIST}")
     return _shell_word(",".join(ops), "vllm_env.sh")
+
+
+_NUL = "holds a NUL character, which no environment variable or argument can carry"
+_SURROGATE = "is not valid Unicode (a lone surrogate)"
+_FLAG = "cannot be written: SGLang's argument parser would read it as a flag, not as an op"
+_LIST = "cannot be written: VLLM_FLASHINFER_AUTOTUNE_SKIP_OPS is a comma-separated list with blanks dropped"
+
+
+def skip_op_problem(op: str) -> str | None:
+    """Why the engines' skip-op switches (SGLang's flag, vLLM's list) cannot carry ``op``; None when they can.
+
+    ``profkit advise`` leaves such an op out of the plan and names it, instead of writing no plan.
+    """
+    return _unwritable(op) or (_FLAG if _is_flag(op) else _LIST if _not_list_entry(op) else None)
+
+
+def _is_flag(op: str) -> bool:
+    return not op or op.startswith("-")
+
+
+def _not_list_entry(op: str) -> bool:
+    return "," in op or op != op.strip() or not op
 
 
 def _engine_text(plan: Plan, checked: str, *, off: str, blocklist: Callable[[], str], skip: Callable[[], str],
@@ -291,19 +312,22 @@ def _literal_list(values) -> str:
 def _shell_word(value: str, file: str, *, what: str = "op", flag_like: bool = False) -> str:
     """``value`` as one shell word; ProfkitError for what a shell word or argv cannot carry."""
     _writable(value, file, what)
-    if flag_like and (not value or value.startswith("-")):
-        raise ProfkitError(f"{file}: {what} {ascii(value)} cannot be written: SGLang's argument parser would "
-                           "read it as a flag, not as an op")
+    if flag_like and _is_flag(value):
+        raise ProfkitError(f"{file}: {what} {ascii(value)} {_FLAG}")
     return shlex.quote(value)
 
 
 def _writable(value, file: str, what: str) -> None:
-    text = str(value)
+    why = _unwritable(str(value))
+    if why:
+        raise ProfkitError(f"{file}: {what} {ascii(str(value))} {why}; not written")
+
+
+def _unwritable(text: str) -> str | None:
     if "\0" in text:
-        raise ProfkitError(f"{file}: {what} {ascii(text)} holds a NUL character, which no environment "
-                           "variable or argument can carry; not written")
+        return _NUL
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise ProfkitError(f"{file}: {what} {ascii(text)} is not valid Unicode (a lone surrogate); "
-                           "not written") from None
+        return _SURROGATE
+    return None

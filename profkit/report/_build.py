@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import sys
 import warnings
@@ -11,6 +12,7 @@ from typing import Callable, Iterable, Sequence
 
 from profkit.errors import ProfkitError
 from profkit.outputs import atomic
+from profkit.outputs.csv_text import csv_text
 from profkit import views as _style
 from profkit.report._page import PAGES, Section, page_file
 from profkit.report._render import html_page, markdown_page
@@ -19,6 +21,28 @@ from profkit.report._render import html_page, markdown_page
 _PX_PER_INCH = 100
 
 
+def _whole(build: Callable) -> Callable:
+    """``build`` writing into a new folder that replaces ``out`` whole (:func:`profkit.outputs.atomic.whole_folder`),
+    so no page, figure or table of an earlier report stays; figures only (``index=False``, e.g. into docs/figures
+    beside other files) are written into ``out`` itself."""
+    @functools.wraps(build)
+    def whole(data, out, **kwargs):
+        if not kwargs.get("index", True):
+            return build(data, out, **kwargs)
+        with atomic.whole_folder(out, earlier=_earlier_report) as staged:
+            written = build(data, staged, **kwargs)
+        return [Path(out) / path.relative_to(staged) for path in written]
+    return whole
+
+
+def _earlier_report(folder: Path, names: set[str]) -> bool:
+    """A report folder written before reports listed their files: its pages and only files a report writes."""
+    return {"index.html", "summary.json"} <= names and all(
+        Path(n).suffix in (".png", ".svg", ".pdf", ".csv", ".md", ".html", ".json") and (folder / n).is_file()
+        for n in names)
+
+
+@_whole
 def build_report(data, out: str | Path, *, results=None,
                  sections: Sequence[Callable[..., Section | None]] | None = None,
                  formats: Iterable[str] = ("png", "svg"), only: Iterable[str] | None = None, index: bool = True,
@@ -32,7 +56,7 @@ def build_report(data, out: str | Path, *, results=None,
 
     Args:
         data: from :func:`profkit.catalog.open`.
-        out: output directory (created).
+        out: output directory: created, or replaced whole (refused when it holds files profkit did not write).
         results: the analyses (default: :func:`profkit.analysis.overview.overview` of ``data``).
         sections: section builders in page order (default :data:`profkit.report.SECTIONS`).
         formats: figure formats to write ("png", "svg", "pdf").
@@ -95,7 +119,7 @@ def build_report(data, out: str | Path, *, results=None,
     if index:
         bar.set_postfix_str("pages")
         for table in (t for s in built for t in s.tables):
-            written.append(atomic.write_text(out / f"{table.name}.csv", table.frame.to_csv(index=False)))
+            written.append(atomic.write_text(out / f"{table.name}.csv", csv_text(table.frame)))
         written.append(atomic.write_json(out / "summary.json", summary_document(results, root=str(data.root))))
         img = "png" if "png" in formats else formats[0]
         pages = [p for p, _ in PAGES if any(s.page == p for s in built)] or ["index"]

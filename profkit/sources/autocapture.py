@@ -78,6 +78,7 @@ class ProcessWriter:
         self.out = out
         self.folder: Path | None = None
         self.segments = 0
+        self.behind = False  # rows kept in memory that a failed write could not put on disk
 
     def append(self, tables: schema.Tables) -> Path:
         folder = self._folder()
@@ -99,6 +100,22 @@ class ProcessWriter:
         with contextlib.suppress(OSError):  # the segment is in place; this only makes the rename durable
             _fsync_path(folder)
         return final
+
+    def mark_unwritten(self, behind: bool) -> None:
+        """Leave (``behind``) or remove the empty :data:`~profkit.schema.UNWRITTEN` file in this process's folder.
+
+        While it stands, rows recorded here are not on disk; if the process ends so, load names them
+        lost. An empty file takes no data block, so a full disk still lets it be made.
+        """
+        if self.folder is None or behind == self.behind:
+            return
+        mark = self.folder / schema.UNWRITTEN
+        with contextlib.suppress(OSError):
+            if behind:
+                os.close(os.open(mark, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644))
+            else:
+                mark.unlink(missing_ok=True)
+            self.behind = behind
 
     def _folder(self) -> Path:
         """This process's folder, named at its first write (by then torch.distributed knows the rank)."""
@@ -151,11 +168,13 @@ class _ProcessCapture:
             try:
                 self.writer.append(self.capture.tables(since=self.written, runs=not self.written))
                 self.written = counts
+                self.writer.mark_unwritten(False)
             except Exception as exc:  # noqa: BLE001 - the program must run on; say why its capture is missing
                 message = (f"profkit capture: process {os.getpid()} could not write to {self.out} "
                            f"(its rows are kept for the next write): {type(exc).__name__}: {exc}")
                 self.capture.problems.append(message)
                 sys.stderr.write(message + "\n")
+                self.writer.mark_unwritten(True)
 
     def restart_in_child(self) -> None:
         """A forked child inherits the parent's rows: drop them and start its own run and folder."""

@@ -415,9 +415,7 @@ def load_json(item: Input, *, limit: int = JSON_LIMIT) -> tuple[object, str]:
         except json.JSONDecodeError as exc:
             cut = f"; {item.damage}" if item.damage else ""
             raise ParseError(f"invalid JSON ({exc.msg}){cut}", path=item.where, line=exc.lineno) from None
-    if LONE_SURROGATE.search(text) or _SURROGATE_ESCAPE.search(text):
-        doc = _without_surrogates_in(doc)
-    return doc, text
+    return json_without_surrogates(doc, text)[0], text
 
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -429,9 +427,13 @@ def without_surrogates(text: str) -> str:
     return LONE_SURROGATE.sub("\ufffd", text) if LONE_SURROGATE.search(text) else text
 
 
-def _without_surrogates_in(doc):
-    """A JSON document with lone surrogates in its strings and keys as U+FFFD; walked without recursion."""
-    clean = without_surrogates
+def json_without_surrogates(doc, text: str) -> tuple[object, bool]:
+    """(``doc``, replaced): the JSON value parsed from ``text`` with lone surrogates (the valid JSON escape
+    ``"\\udcff"``, which no UTF-8 file, terminal or pyarrow column can hold) in its strings and keys as
+    U+FFFD, and whether any was; walked without recursion, and only when ``text`` could hold one."""
+    if not (LONE_SURROGATE.search(text) or _SURROGATE_ESCAPE.search(text)):
+        return doc, False
+    clean, replaced = without_surrogates, False
     root = [doc]
     stack = [root]
     while stack:
@@ -441,11 +443,15 @@ def _without_surrogates_in(doc):
             node.clear()
         for key, value in pairs:
             if isinstance(value, str):
+                replaced |= LONE_SURROGATE.search(value) is not None
                 value = clean(value)
             elif isinstance(value, (dict, list)):
                 stack.append(value)
-            node[clean(key) if isinstance(key, str) else key] = value
-    return root[0]
+            if isinstance(key, str):
+                replaced |= LONE_SURROGATE.search(key) is not None
+                key = clean(key)
+            node[key] = value
+    return root[0], replaced
 
 
 # -- numbers -----------------------------------------------------------------------------------

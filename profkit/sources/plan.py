@@ -178,7 +178,7 @@ def _read_plan_md(folder: Path) -> PlanFile:
     skip, buckets = switches["skip_ops"], switches["tuning_buckets"]
     try:
         tuning = None if buckets == "FlashInfer default" else json.loads(buckets)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, a 5000-digit number, or nested 100k deep: named below
         tuning = buckets
     if tuning is not None and not (isinstance(tuning, list) and all(map(_is_int, tuning))):
         raise ParseError(f"`tuning_buckets`: expected a list of whole numbers or FlashInfer default, got "

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from profkit import schema
-from profkit.errors import ProfkitError
+from profkit.errors import ParseError, ProfkitError
+from profkit.sources.inputs import open_regular
 
 
 def read_verify(*paths: str | os.PathLike) -> pd.DataFrame:
@@ -22,14 +23,17 @@ def read_verify(*paths: str | os.PathLike) -> pd.DataFrame:
         if not path.exists():
             raise ProfkitError(f"{path}: no such file or directory; give profkit verify's output (verify.parquet "
                                "or a folder holding it)")
-        files += [path] if path.is_file() else sorted(path.rglob("verify.parquet"))
+        files += [path] if not path.is_dir() else sorted(path.rglob("verify.parquet"))
     if not files:
         raise ProfkitError(f"no verify.parquet under {', '.join(map(str, paths))}; run profkit verify CAPTURE "
                            "--out DIR first")
     frames = []
     for file in files:
         try:
-            frame = schema.conform(pd.read_parquet(file), "verify")
+            with open_regular(file) as stream:  # one open; a FIFO would block pyarrow, a device never end: named
+                frame = schema.conform(pd.read_parquet(stream), "verify")
+        except ParseError:
+            raise
         except (OSError, ValueError, ProfkitError) as exc:
             raise ProfkitError(f"{file}: not a profkit verify table ({exc})") from exc
         frames.append(frame.assign(source=str(file)))

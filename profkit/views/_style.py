@@ -17,7 +17,13 @@ from typing import Callable, Iterable, Mapping
 import matplotlib as mpl
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
+from matplotlib.category import StrCategoryFormatter
 from matplotlib.figure import Figure
+from matplotlib.text import Text
+from matplotlib.ticker import FixedFormatter, Formatter, FuncFormatter, StrMethodFormatter
+
+from profkit.printable import printable
 
 # Readable in print: 9 pt text, no top/right spines, light grid, text kept as text in SVG.
 RC = {
@@ -76,7 +82,7 @@ NEUTRAL = "#9e9e9e"
 ACCENT = "#1f4e79"
 # Phases of tuning time in slate and brown, apart from the runner families below.
 PHASES = {"measure_s": "#37474f", "prep_s": "#90a4ae", "jit_s": "#8d6e63", "other_s": "#e0e0e0"}
-PHASE_LABELS = {"measure_s": "measure (candidates timed)", "prep_s": "runner prep (cuDNN plans)",
+PHASE_LABELS = {"measure_s": "measure (candidates timed)", "prep_s": "runner prep (before its first candidate)",
                 "jit_s": "JIT builds", "other_s": "other (inputs, bookkeeping)"}
 
 # One colour family per runner, in every figure: cuBLAS / cuBLASLt / cuDNN / TinyGEMM, and the fp8
@@ -96,12 +102,76 @@ def _family(runner: str) -> str:
 
 
 def styled(fn: Callable) -> Callable:
-    """Run a plot function inside ``rc_context`` of the current style's rc settings; nothing global changes."""
+    """Run a plot function inside ``rc_context`` of the current style's rc settings; nothing global changes.
+
+    Every text the function drew then shows its names as the characters they hold (:func:`names_as_text`).
+    """
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         with mpl.rc_context(current_style().rc):
-            return fn(*args, **kwargs)
+            ax = kwargs.get("ax")
+            before = _texts(ax.figure) if ax is not None else {}
+            fig = fn(*args, **kwargs)
+            names_as_text(fig, before)
+            return fig
     return wrapper
+
+
+def names_as_text(fig, before: Mapping[int, str] | None = None) -> None:
+    """Draw every text of ``fig`` as the characters it holds: names are data, never markup or controls.
+
+    An op named ``gemm $\\frac{$`` would start matplotlib's mathtext (and fail to draw); an ESC,
+    a carriage return or a bidi override would draw as a box or reorder the label. So every title,
+    label, legend entry and annotation gets mathtext parsing off and :func:`profkit.printable.printable`
+    escapes (line breaks kept), and tick labels from names (fixed, categorical or function
+    formatters) the same through :class:`_PlainTicks`. Numeric tick formatters, whose mathtext
+    (``10^{3}``) is matplotlib's own, are left as they are. ``before`` (id -> text) holds the texts
+    of a figure the plot drew into (``ax=``) as they were: a caller's own texts stay untouched.
+    """
+    before = before or {}
+    axes_own = {id(t) for axis in fig.findobj(Axis) for t in axis.findobj(Text) if t is not axis.label}
+    for text in fig.findobj(Text):
+        if id(text) not in axes_own and before.get(id(text)) != text.get_text():
+            text.set_text(printable(text.get_text(), newlines=True))
+            text.set_parse_math(False)
+    for axis in fig.findobj(Axis):
+        for minor, formatter in ((False, axis.get_major_formatter()), (True, axis.get_minor_formatter())):
+            if isinstance(formatter, _NAMED_TICKS):
+                (axis.set_minor_formatter if minor else axis.set_major_formatter)(_PlainTicks(formatter))
+
+
+def _texts(fig) -> dict[int, str]:
+    return {id(t): t.get_text() for t in fig.findobj(Text)}
+
+
+class _PlainTicks(Formatter):
+    """A tick formatter whose labels (names) show as their characters: ``$`` escaped, controls as escapes."""
+
+    def __init__(self, inner: Formatter):
+        self.inner = inner
+
+    def __call__(self, x, pos=None):
+        return _plain_tick(self.inner(x, pos))
+
+    def format_ticks(self, values):
+        return [_plain_tick(label) for label in self.inner.format_ticks(values)]
+
+    def set_axis(self, axis):
+        super().set_axis(axis)
+        self.inner.set_axis(axis)
+
+    def set_locs(self, locs):
+        self.inner.set_locs(locs)
+
+    def get_offset(self):
+        return self.inner.get_offset()
+
+
+def _plain_tick(label: str) -> str:
+    return printable(label, newlines=True).replace("$", r"\$")  # tick labels keep mathtext on: escape its sign
+
+
+_NAMED_TICKS = (FixedFormatter, FuncFormatter, StrMethodFormatter, StrCategoryFormatter)
 
 
 def figure_and_axes(ax: Axes | None, *, figsize=(7.0, 3.6)) -> tuple[Figure, Axes]:
@@ -256,3 +326,22 @@ def short_label(label: str, labels: Mapping[str, str] | None) -> str:
         return f"{labels[label]} ({shape})"
     return shape
 
+
+
+def split_axes(ax: Axes, n: int, *, vertical: bool = False, ratios=None, space: float = 0.35) -> list[Axes]:
+    """``n`` panels in ``ax``'s place: a figure of the plot's own is re-gridded; a caller's Axes shares its grid cell."""
+    if n <= 1:
+        return [ax]
+    shape, ratio = ((n, 1), "height_ratios") if vertical else ((1, n), "width_ratios")
+    fig = ax.figure
+    if fig.axes == [ax] and not ax.has_data():
+        ax.remove()
+        return list(fig.subplots(*shape, squeeze=False, gridspec_kw={ratio: ratios}).ravel())
+    grid = ax.get_subplotspec().subgridspec(*shape, **{ratio: ratios, "hspace" if vertical else "wspace": space})
+    ax.set_subplotspec(grid[0])
+    return [ax] + [fig.add_subplot(grid[i]) for i in range(1, n)]
+
+
+def owns(ax: Axes) -> bool:
+    """Whether ``ax`` is the only, empty Axes of its figure (a figure the plot made): figure-level legends go there."""
+    return ax.figure.axes == [ax] and not ax.has_data()

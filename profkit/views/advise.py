@@ -40,7 +40,7 @@ def plot_plan(plan: Plan, *, op: str | None = None, ax=None) -> Figure:
     handles += [Patch(color=NEUTRAL, label="left out")] if not tuned.all() else []
     ax.legend(handles=handles + [Line2D([], [], color=SLOWER, marker="o", ms=3.5, label="gain of tuning it")],
               loc="upper left", fontsize=7)
-    name = _plain_text(op or ", ".join(plan.ops["op"]))
+    name = op or ", ".join(plan.ops["op"])
     ops = plan.ops if op is None else plan.ops[plan.ops["op"] == op]
     full, planned = float(ops["full_s"].sum()), float(ops["planned_s"].sum())
     ax.set_title(f"{name}: the plan tunes {int(tuned.sum())} of {len(per)} buckets, "
@@ -54,8 +54,3 @@ def _counted_words(buckets) -> str:
     if verdict is not None and (verdict == "not_measurable").fillna(False).any():
         return "beyond noise; not measurable:\nabove the stated threshold"
     return "beyond noise"
-
-
-def _plain_text(text: str) -> str:
-    """Text matplotlib draws as it is: ``$`` would start mathtext (and an unbalanced one fails to draw)."""
-    return text.replace("$", r"\$")

@@ -20,7 +20,8 @@ import pandas as pd
 
 from profkit import schema
 from profkit.errors import ParseError
-from profkit.sources.inputs import LONE_SURROGATE, Input, as_float, as_int, boundary, inputs_of, without_surrogates
+from profkit.sources.inputs import (LONE_SURROGATE, Input, as_float, as_int, boundary, inputs_of, json_without_surrogates,
+                                    without_surrogates)
 
 # The bench frame's extra column groups, in order (see profkit.schema).
 _EXTRAS = ("bench.engines", "bench.step")
@@ -238,27 +239,31 @@ def json_records(source: Source, skipped: list[tuple[int, str]], *, only_json: b
     every other non-blank line is too.
     """
     payload = list(source.payload())
-    records, index = [], 0
+    records, index, repaired = [], 0, []
     while index < len(payload):
         number, stripped = payload[index][0], payload[index][1].strip()
         index += 1
         if stripped in ("{", "["):  # json.dump(..., indent=...) of one document
-            found, used, error = _document(payload, index - 1)
+            found, used, error = _document(payload, index - 1, repaired)
             records += found
             index += used - 1
             if error:
                 skipped.append(error)
         elif stripped.startswith("{"):
             try:
-                records += _records(json.loads(stripped), number, stripped)
+                records += _records(json.loads(stripped), number, stripped, repaired)
             except (ValueError, RecursionError) as exc:
                 skipped.append((number, f"not a whole JSON object ({exc})"))
         elif stripped and only_json:
             skipped.append((number, f"not JSON: {stripped[:60]!r}"))
+    if repaired:
+        shown = ", ".join(map(str, repaired[:5])) + (f" and {len(repaired) - 5} more" if len(repaired) > 5 else "")
+        warnings.warn(f"{source.name}: line(s) {shown}: lone surrogates (such as the JSON escape \"\\udcff\") in "
+                      "names replaced by U+FFFD; the rows are read", stacklevel=5)
     return records
 
 
-def _document(payload: list[tuple[int, str]], index: int) -> tuple[list[Record], int, tuple | None]:
+def _document(payload: list[tuple[int, str]], index: int, repaired: list[int]) -> tuple[list[Record], int, tuple | None]:
     """Records of the document opening at ``payload[index]``, lines it used, and the error if any."""
     first = payload[index][0]
     text = "\n".join(t for _, t in payload[index:])
@@ -268,10 +273,13 @@ def _document(payload: list[tuple[int, str]], index: int) -> tuple[list[Record],
         return [], 1, (first + exc.lineno - 1, f"JSON document cut or malformed: {exc.msg}")
     except (ValueError, RecursionError) as exc:
         return [], 1, (first, f"JSON document unreadable: {exc}")
-    return _records(doc, first, text[:end].strip()), text.count("\n", 0, end) + 1, None
+    return _records(doc, first, text[:end].strip(), repaired), text.count("\n", 0, end) + 1, None
 
 
-def _records(doc, line: int, text: str) -> list[Record]:
+def _records(doc, line: int, text: str, repaired: list[int]) -> list[Record]:
+    doc, replaced = json_without_surrogates(doc, text)
+    if replaced:
+        repaired.append(line)
     if isinstance(doc, dict):
         return [Record(line, doc, text)]
     if isinstance(doc, list):
