@@ -18,6 +18,7 @@ _LAZY = {
     "read_log": "profkit.sources.logs",  # FlashInfer debug logs -> LogTables
     "read_cache": "profkit.sources.cache",  # FlashInfer cache files and v2 stores -> Tables (winners, runs)
     "read_bench": "profkit.sources.engines",  # SGLang / vLLM / lm-eval / profkit step results -> bench frame
+    "open": "profkit.catalog",  # one walk over folders, captures, logs, caches, v2 stores -> a Catalog of runs
 }
 # Subpackages reachable as attributes after a plain `import profkit` (profkit.analysis.winners(...)).
 _SUBMODULES = ("analysis", "schema", "sources", "testing", "views")
@@ -38,5 +39,5 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
 
 
-__all__ = ["read_bench", "read_cache", "read_log", "Capture", "ParseError", "ProfkitError", "SchemaError", "Tables",
+__all__ = ["open", "read_bench", "read_cache", "read_log", "Capture", "ParseError", "ProfkitError", "SchemaError", "Tables",
            "capture", "concat", "load"]

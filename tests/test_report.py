@@ -11,7 +11,8 @@ import pytest
 
 import profkit
 from profkit import analysis
-from profkit.analysis.overview import RECOMMENDATIONS, chance_count, overview, summary_document
+from profkit.analysis.overview import RECOMMENDATIONS, chance_count, overview
+from profkit.report import summary_document
 from profkit.cli import main
 from profkit.errors import ProfkitError
 from profkit import catalog

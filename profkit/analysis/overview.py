@@ -1,6 +1,6 @@
 """Every number the report shows, computed once over a data directory's frames.
 
-:func:`overview` takes what :func:`profkit.sources.datadir.read_datadir` returns (any object with
+:func:`overview` takes what :func:`profkit.catalog.open` returns (any object with
 its attributes: frames and plain mappings, no files) and returns an :class:`Overview` of frames.
 Each field is the output of one public analysis function (or of a small function here built on
 them), so a notebook can call the same function on its own frames; the report's sections only
@@ -9,8 +9,8 @@ format these fields.
 The answer comes first: :func:`op_verdicts` gives one row per op with what tuning cost, what it
 bought beyond noise in serving and at the model step (effects and intervals from the one
 comparison rule, :mod:`profkit.analysis.verdict`), and the recommendation (``keep``, ``skip``,
-``plan``, ``failed`` or ``unknown``); :func:`summary_document` is the same as a JSON document
-(``summary.json`` beside the page).
+``plan``, ``failed`` or ``unknown``); the report writes the same as ``summary.json``
+(:func:`profkit.report.summary_document`).
 """
 
 from __future__ import annotations
@@ -309,7 +309,8 @@ class Overview:
 
     @functools.cached_property
     def _serving(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        return serving_verdicts(getattr(self.data, "verify", pd.DataFrame()), getattr(self.data, "policy_tuning", None))
+        return serving_verdicts(getattr(self.data, "verify", pd.DataFrame()), getattr(self.data, "policy_tuning", None),
+                                noise=self.noise)
 
     @property
     def verdicts(self) -> pd.DataFrame:
@@ -383,7 +384,7 @@ def overview(data) -> Overview:
     """Every analysis the report shows over ``data``'s frames (pure; nothing is read), each computed on first use.
 
     Args:
-        data: a :class:`profkit.sources.datadir.DataDir` (or any object with its attributes).
+        data: a :class:`profkit.catalog.Catalog` (or any object with its attributes).
 
     Returns:
         An :class:`Overview`.
@@ -392,9 +393,9 @@ def overview(data) -> Overview:
 
 
 # -- serving ----------------------------------------------------------------------------------------
-def serving_verdicts(verify: pd.DataFrame, policy_tuning: pd.DataFrame | None = None
-                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The verify verdicts of the shipped tunings, and the policy study's table.
+def serving_verdicts(verify: pd.DataFrame, policy_tuning: pd.DataFrame | None = None, *,
+                     noise: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The verify verdicts of the shipped tunings (the tuner's side judged with ``noise``), and the policy study's table.
 
     Returns:
         :func:`~profkit.analysis.verify.bucket_verdicts` of every verify row without a ``policy``
@@ -412,7 +413,7 @@ def serving_verdicts(verify: pd.DataFrame, policy_tuning: pd.DataFrame | None = 
     if "routing" in shipped.columns:
         routing = shipped["routing"].astype("string")
         shipped = shipped[(routing.isna() | (routing == "tuner")).fillna(True).to_numpy(dtype=bool)]
-    verdicts = bucket_verdicts(shipped) if len(shipped) else pd.DataFrame()
+    verdicts = bucket_verdicts(shipped, noise=noise) if len(shipped) else pd.DataFrame()
     policies = pd.DataFrame()
     if is_policy.any():
         study = verify[is_policy]
@@ -1073,35 +1074,6 @@ def _decide(row: dict) -> dict:
         return {**out, "recommendation": "keep"}
     decision = row.get("plan_decision")
     return {**out, "recommendation": "plan" if isinstance(decision, str) and decision != "full" else "keep"}
-
-
-def summary_document(r: Overview, *, root: str = "") -> dict:
-    """The verdicts as a JSON-ready document: one entry per op (``summary.json`` beside the page).
-
-    Each entry holds ``op``, ``recommendation`` (keep, skip, plan, failed or unknown), ``basis``
-    and every column of :func:`op_verdicts` (NaN as null); the document adds the rule's constants.
-    """
-    entries = []
-    for row in r.op_verdicts.to_dict("records"):
-        entries.append({k: _plain(v) for k, v in row.items()})
-    return {"data": root, "recommendations": list(RECOMMENDATIONS),
-            "rule": {"confidence": verdict.CONFIDENCE, "drift_floor": verdict.DRIFT_FLOOR,
-                     "min_units": verdict.MIN_UNITS, "chance_faster": CHANCE_FASTER, "chance_level": CHANCE_LEVEL,
-                     "doc": "docs/comparison_rule.md"},
-            "aa": [{k: _plain(v) for k, v in row.items()} for row in r.aa.to_dict("records")],
-            "ops": entries}
-
-
-def _plain(value):
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, (np.bool_, bool)):
-        return bool(value)
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return None if not math.isfinite(float(value)) else float(value)
-    return value
 
 
 # -- where things ran -----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import pandas as pd
 from profkit import schema
 from profkit.catalog.walk import Inventory
 from profkit.errors import ProfkitError
-from profkit.sources.inputs import Input, as_int, load_json, regular_file
+from profkit.sources.inputs import Input, as_int, load_json, open_regular
 
 
 def tables(inv: Inventory, problems: list) -> tuple[schema.Tables, dict[str, schema.Tables], tuple[str, ...]]:
@@ -94,8 +94,8 @@ def op_timings(inv: Inventory, problems: list) -> pd.DataFrame:
     frames = []
     for p in inv.paths("op_timings"):
         try:
-            regular_file(p)  # pyarrow would block on a FIFO
-            frames.append(pd.read_parquet(p))
+            with open_regular(p) as stream:  # one open; pyarrow would block on a FIFO
+                frames.append(pd.read_parquet(stream))
         except ProfkitError as exc:
             problems.append(str(exc))
         except (OSError, ValueError) as exc:

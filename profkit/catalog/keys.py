@@ -75,31 +75,35 @@ def keyed_runs(runs: pd.DataFrame, envs: dict[str, dict]) -> pd.DataFrame:
         if column not in out.columns:
             out[column] = pd.NA
     filled = []
-    for i, row in out.iterrows():
+    for i, row in zip(out.index, out.to_dict("records")):
+        row = {k: (None if _missing(v) else v) for k, v in row.items()}
         facts, source = {}, "run"
         path = row.get("path")
         if isinstance(path, str) and path:
             env = envs.get(path.rpartition("/")[0])
-            if env and pd.isna(row.get("gpu")) and row.get("source_kind") == "log":
+            if env and row.get("gpu") is None and row.get("source_kind") == "log":
                 facts.update({k: env.get(k) for k in ("gpu", "flashinfer", "cuda", "host", "driver", "torch",
                                                       "cudnn", "cublas")})
                 source = "provenance.json"
-            facts.update({k: v for k, v in parallel_ranks(path).items() if pd.isna(row.get(k))})
+            facts.update(parallel_ranks(path))
         sm = row.get("sm")
-        if isinstance(sm, str) and sm.isdigit() and pd.isna(row.get("compute_capability")):
+        if isinstance(sm, str) and sm.isdigit():
             facts["compute_capability"] = f"{sm[:-1]}.{sm[-1]}"
-        facts.update({k: v for k, v in gpu_facts(facts.get("gpu") or row.get("gpu")).items()
-                      if pd.isna(row.get(k)) and k not in facts})
-        if pd.isna(row.get("process")) and not pd.isna(row.get("pid")):
-            facts["process"] = f"{row.get('host') or facts.get('host') or '?'}:{row.get('pid')}"
-        filled.append((i, facts, source))
+        facts = {**gpu_facts(facts.get("gpu") or row.get("gpu")), **facts}
+        if row.get("pid") is not None:
+            facts["process"] = f"{row.get('host') or facts.get('host') or '?'}:{row['pid']}"
+        # What the run states wins over what its path or a neighbour says.
+        filled.append((i, {k: v for k, v in facts.items() if v is not None and row.get(k) is None}, source))
     for i, facts, source in filled:
         for key, value in facts.items():
-            if value is not None and (pd.isna(out.at[i, key]) if key in out.columns else True):
-                out.at[i, key] = value
-        out.at[i, "env_from"] = source if not pd.isna(out.at[i, "gpu"]) else pd.NA
+            out.at[i, key] = value
+        out.at[i, "env_from"] = source if not _missing(out.at[i, "gpu"]) else pd.NA
     for column, dtype in KEY_COLUMNS.items():
         values = pd.to_numeric(out[column], errors="coerce") if dtype == "Int64" else out[column]
         out[column] = values.astype(dtype)
     return out
 
+
+
+def _missing(value) -> bool:
+    return value is None or (not isinstance(value, (str, bytes, list, tuple, dict)) and bool(pd.isna(value)))

@@ -39,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-index", action="store_true", help="write the figures only, no pages or tables")
     parser.add_argument("--style", choices=("screen", "doc"), default="screen",
                         help="figure style: screen (default) or doc (design documents: larger type, no run ids)")
+    parser.add_argument("--gpu", default=None, metavar="NAME",
+                        help="with runs of several GPUs: the GPU whose figures and detail pages to lay out (default: "
+                             "the one with the most runs; the first screen shows every GPU's verdicts)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     written = report.build_report(data, args.out, formats=[f.strip() for f in args.formats.split(",") if f.strip()],
                                   only=only, index=not args.no_index, progress=not args.no_progress,
-                                  style=args.style)
+                                  style=args.style, gpu=args.gpu)
     figures = sum(p.suffix in (".png", ".svg", ".pdf") for p in written)
     tables = sum(p.suffix == ".csv" for p in written)
     print(f"profkit report: {figures} figure files and {tables} tables in {args.out}", file=sys.stderr)

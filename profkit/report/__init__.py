@@ -53,8 +53,10 @@ from profkit.report._detail import (break_even_section, cost_detail_section, e2e
                                     step_times_section, tactic_section, verify_detail_section)
 from profkit.report._main import (cost_section, failure_lines, findings_markdown, headline_markdown, moe_section,
                                   serving_section, verdict_line, verdict_section)
+from profkit.report._model import ReportModel, build_model
 from profkit.report._page import PAGES, FigureSpec, ReportContext, Section, Table, page_file
 from profkit.report._render import html_page, markdown_page, markdown_table
+from profkit.report._summary import summary_document
 
 # The two figures the README shows (``profkit report --only tactic_map,speedup``).
 README_FIGURES = ("tactic_map", "speedup")
@@ -69,6 +71,7 @@ SECTIONS: list[Callable[[ReportContext], Section | None]] = [
 ]
 
 __all__ = [
+    "ReportModel", "build_model", "summary_document",
     "PAGES", "README_FIGURES", "SECTIONS", "FigureSpec", "ReportContext", "Section", "Table", "break_even_section",
     "build_report", "cost_detail_section", "cost_section", "e2e_section", "failure_lines", "findings_markdown",
     "headline_markdown", "html_page", "markdown_page", "markdown_table", "moe_detail_section", "moe_section", "outside_tuning_section",

@@ -45,25 +45,27 @@ def _earlier_report(folder: Path, names: set[str]) -> bool:
 @_whole
 def build_report(data, out: str | Path, *, results=None,
                  sections: Sequence[Callable[..., Section | None]] | None = None,
-                 formats: Iterable[str] = ("png", "svg"), only: Iterable[str] | None = None, index: bool = True,
-                 progress: bool = True, style: str = "screen") -> list[Path]:
+                 formats: Iterable[str] = ("png",), only: Iterable[str] | None = None, index: bool = True,
+                 progress: bool = True, style: str = "screen", gpu: str | None = None) -> list[Path]:
     """Lay out ``data``'s analyses: write the figures, tables (CSV), summary.json and the pages into ``out``.
 
     The main page (``index.html`` / ``index.md``) holds the verdicts and the figures that carry
     them; each detail page (``step.html``, ``serving.html``, ...) the per-shape, per-step-set and
     per-policy detail, linked from the main page. ``summary.json`` holds one entry per op with its
-    recommendation (:func:`profkit.analysis.overview.summary_document`).
+    recommendation (:func:`profkit.report.summary_document`).
 
     Args:
         data: from :func:`profkit.catalog.open`.
         out: output directory: created, or replaced whole (refused when it holds files profkit did not write).
-        results: the analyses (default: :func:`profkit.analysis.overview.overview` of ``data``).
+        results: the analyses of a one-GPU ``data`` (default: :func:`profkit.report._model.build_model`: each
+            GPU's part analysed once, the details of ``gpu``).
         sections: section builders in page order (default :data:`profkit.report.SECTIONS`).
         formats: figure formats to write ("png", "svg", "pdf").
         only: figure names to draw (default all; see the pages for names).
         index: also write the pages, the tables' CSV files and summary.json.
         progress: show a tqdm progress bar on stderr.
         style: ``screen`` or ``doc`` (design documents: larger type, no run ids).
+        gpu: the GPU the detail sections show (default: the one with the most runs); the first screen shows all.
 
     Returns:
         The files written: figures, CSV tables, summary.json, the detail pages, then index.md and
@@ -74,8 +76,9 @@ def build_report(data, out: str | Path, *, results=None,
     """
     from tqdm.auto import tqdm
 
-    from profkit.analysis.overview import overview, summary_document
     from profkit.report import SECTIONS, ReportContext
+    from profkit.report._model import build_model
+    from profkit.report._summary import summary_document
 
     out = Path(out)
     formats = tuple(formats)
@@ -86,10 +89,13 @@ def build_report(data, out: str | Path, *, results=None,
         raise ProfkitError(f"unknown style {style!r}; use {' or '.join(_style.STYLES)}")
     bar = tqdm(total=3, desc="profkit report", unit="step", file=sys.stderr, disable=not progress, leave=False)
     bar.set_postfix_str("analysis")
-    results = results if results is not None else overview(data)
+    model = build_model(data, gpu=gpu) if results is None else None
+    if model is not None:
+        data, results = model.data, model.results
+    verdicts = model.verdicts if model is not None else None
     with warnings.catch_warnings(), _style.use_style(style):
         warnings.simplefilter("ignore", UserWarning)
-        ctx = ReportContext(data=data, results=results)
+        ctx = ReportContext(data=data, results=results, verdicts=verdicts, gpus=model.gpus if model else ())
         built = [s for s in (build(ctx) for build in (SECTIONS if sections is None else sections)) if s is not None]
         bar.update()
         names = [f.name for s in built for f in s.figures]
@@ -120,7 +126,8 @@ def build_report(data, out: str | Path, *, results=None,
         bar.set_postfix_str("pages")
         for table in (t for s in built for t in s.tables):
             written.append(atomic.write_text(out / f"{table.name}.csv", csv_text(table.frame)))
-        written.append(atomic.write_json(out / "summary.json", summary_document(results, root=str(data.root))))
+        summary = summary_document(results, root=str(data.root), verdicts=verdicts)
+        written.append(atomic.write_json(out / "summary.json", summary))
         img = "png" if "png" in formats else formats[0]
         pages = [p for p, _ in PAGES if any(s.page == p for s in built)] or ["index"]
         for page in sorted(pages, key=lambda p: p == "index"):  # the main page last

@@ -131,25 +131,29 @@ def failure_lines(results) -> list[str]:
 
 
 def verdict_section(ctx: ReportContext) -> Section:
-    """Should autotuning stay on for each op on this GPU? One line per op, the loud failures first."""
+    """Should autotuning stay on for each op on each GPU? A table of op x GPU first, then one line each."""
     r = ctx.results
-    v = r.op_verdicts
+    v = ctx.verdicts if ctx.verdicts is not None else r.op_verdicts
     env = r.environment
     where = {row.field: row.value for row in env.itertuples(index=False)} if len(env) else {}
-    head = (f"Measured on {where.get('gpu', 'an unrecorded GPU')}, flashinfer {where.get('flashinfer', '?')}, read "
-            f"from {', '.join(getattr(ctx.data, 'inputs', ('captures',)))}. The same verdicts, with the numbers "
-            "behind them, are in [summary.json](summary.json).")
+    gpus = tuple(ctx.gpus) or (where.get("gpu", "an unrecorded GPU"),)
+    measured = (f"Measured on {gpus[0]}, flashinfer {where.get('flashinfer', '?')}" if len(gpus) == 1 else
+                f"Measured on {len(gpus)} kinds of GPU ({', '.join(gpus)}), each judged on its own runs; the "
+                f"figures and detail pages below are {gpus[0]}'s (`profkit report --gpu NAME` for another's)")
+    head = (f"{measured}, read from {', '.join(getattr(ctx.data, 'inputs', ('captures',)))}. The same verdicts, "
+            "with the numbers behind them, are in [summary.json](summary.json).")
     if v.empty:
         return Section("Verdicts", head + "\n\nNo op was tuned in this data.", loud=tuple(failure_lines(r)))
-    lines = [f"- {verdict_line(row)}" for row in v.itertuples(index=False)]
-    text = "\n".join([head, ""] + lines + ["", _how_to_read() + aa_sentence(r.aa)])
+    several = len(gpus) > 1
+    lines = [f"- {verdict_line(row)}" + (f" ({row.gpu})" if several else "") for row in v.itertuples(index=False)]
+    text = "\n".join([verdict_table(v), "", head, ""] + lines + ["", _how_to_read() + aa_sentence(r.aa)])
     figures, omitted = (), ()
     measured = len(r.evidence) and (r.evidence["verdict"] != "not_measurable").any()
     if not measured:
         omitted = ("What tuning bought beyond noise: not drawn: no serving or step comparison in this data is "
                    "measurable.",)
     else:
-        recs = dict(zip(v["op"], v["recommendation"]))
+        recs = dict(zip(r.op_verdicts["op"], r.op_verdicts["recommendation"]))
         figures = (FigureSpec("verdicts", "What tuning bought beyond noise, per op",
                               "Every comparison a verdict rests on: serving (the tuner's pick against FlashInfer's "
                               "default at each bucket's M; MoE at every verified M under every routing) and the model "
@@ -157,6 +161,46 @@ def verdict_section(ctx: ReportContext) -> Section:
                               "95% interval; colour only beyond noise.",
                               lambda: plot_verdicts(r.evidence, recommendations=recs)),)
     return Section("Verdicts", text, figures, omitted=omitted, loud=tuple(failure_lines(r)))
+
+
+def verdict_table(v: pd.DataFrame) -> str:
+    """The first screen's table: per op and GPU, the recommendation, what tuning costs, what it bought beyond noise
+    and the smallest change the data could have seen."""
+    lines = ["| op | GPU | do | tuning costs | bought beyond noise | smallest detectable change |", "|---|---|---|---|---|---|"]
+    for row in v.itertuples(index=False):
+        gpu = str(getattr(row, "gpu", "") or "").removeprefix("NVIDIA ")
+        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in (
+            f"`{row.op}`", gpu or "?", f"**{row.recommendation}**", _cost_cell(row), _bought_cell(row),
+            _detectable_cell(row))) + " |")
+    return "\n".join(lines)
+
+
+def _cost_cell(row) -> str:
+    if not T.missing(row.pass_s_min):
+        return f"{T.seconds(row.pass_s_min, row.pass_s_max)} per model pass"
+    if not T.missing(row.call_s_min):
+        return f"{T.seconds(row.call_s_min, row.call_s_max)} per tuning call"
+    return "not in this data"
+
+
+def _bought_cell(row) -> str:
+    if row.step_measurable:
+        return f"faster at {row.step_faster} of {row.step_measurable} step sizes, slower at {row.step_slower}"
+    if row.serving_points:
+        measurable = row.serving_points - row.serving_not_measurable
+        return (f"faster at {row.serving_faster} of {measurable} serving points, slower at {row.serving_slower}"
+                if measurable else f"{row.serving_points} serving points, none measurable")
+    if not T.missing(row.tuner_speedup_median):
+        return f"not measured (the tuner's own timer: median {T.times(row.tuner_speedup_median, digits=3)})"
+    return "not measured"
+
+
+def _detectable_cell(row) -> str:
+    for kind in ("step", "serving"):
+        low, high = getattr(row, f"{kind}_detectable_min_pct"), getattr(row, f"{kind}_detectable_max_pct")
+        if not T.missing(low):
+            return f"{low:.1f}-{high:.1f}% ({kind})" if high > low + 0.05 else f"{low:.1f}% ({kind})"
+    return "-"
 
 
 def aa_sentence(aa: pd.DataFrame) -> str:
@@ -229,8 +273,10 @@ def serving_section(ctx: ReportContext) -> Section | None:
              f"{s.median_rank_agreement:.2f}." for s in r.verify_summary.itertuples(index=False)]
     fig = FigureSpec("serving_vs_tuner", "Do the tuner's picks hold in serving?",
                      "Per bucket (at its own M): the tuner's speedup of its pick over the default (x) against the "
-                     "serving speedup (y). Right of 1 the tuner expected a gain; below 1 serving lost it. Colour: the "
-                     "serving verdict beyond noise.", lambda: plot_serving_vs_tuner(r.verdicts))
+                     "serving speedup (y). Right of 1 the tuner expected a gain; below 1 serving lost it. A corner "
+                     "counts a bucket only where both the tuner's own times and serving are beyond noise; the rest are "
+                     "counted apart as within noise. Colour: the serving verdict; filled: the tuner's too.",
+                     lambda: plot_serving_vs_tuner(r.verdicts))
     text = "\n".join(lines) + (f"\n\nPer capture, shape and M, the measurement policies and the serving pair: "
                                f"{ctx.page('serving')}; every step set: {ctx.page('step')}.")
     return Section("Do the picks hold in serving?", text, (fig,))
@@ -300,10 +346,10 @@ def moe_figures(ctx: ReportContext, model: str) -> tuple[FigureSpec, ...]:
     bill = _rows(r.moe_tuning, model=model) if len(r.moe_tuning) else r.moe_tuning
     if len(bill):
         figures.append(FigureSpec(f"moe_tuning_{model}", f"{model}: the tuning bill per bucket",
-                                  "Where the first tuning call's seconds went, per bucket: mostly CuTe-DSL compiling "
-                                  "each tactic's kernels the first time a bucket offers it.",
-                                  lambda bill=bill: plot_tuning_time(bill, per="bucket",
-                                                                     title=f"{model}: tuning seconds per bucket")))
+                                  "Where the first tuning call's seconds went, per bucket. Measuring candidates "
+                                  "includes CuTe-DSL compiling a tactic's kernels the first time it is timed: at bucket "
+                                  "1, and at any bucket that first offers more tactics.",
+                                  lambda bill=bill: plot_tuning_time(bill, per="bucket", title=model)))
     return tuple(figures)
 
 

@@ -109,10 +109,13 @@ def page_file(page: str, ext: str = "html") -> str:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ReportContext:
-    """What a section builder reads: the data directory's frames (``data``) and the analyses over them (``results``)."""
+    """What a section builder reads: one GPU's frames (``data``), the analyses over them (``results``), every GPU's
+    verdicts (``verdicts``: one row per op and GPU; None: ``results.op_verdicts``) and the GPUs (``gpus``)."""
 
     data: object
     results: object
+    verdicts: object = None
+    gpus: tuple = ()
 
     @property
     def labels(self) -> dict:

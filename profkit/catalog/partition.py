@@ -1,0 +1,90 @@
+"""A catalogue split by GPU: each kind of GPU is analysed on its own, so noise never pools across GPUs,
+the first run of a shape is the first on that GPU, and flips and repeats are counted within one GPU.
+
+A run's GPU is its ``gpu`` key (``UNKNOWN_GPU`` where no input states it). A verify row belongs to the
+GPU it was timed on (``verify_gpu``; for older tables, the capture's GPU) and to its own GPU's part only
+when the capture was tuned there too: a pick carried from another GPU is :func:`cross_gpu_verify`'s. A
+step row belongs to the GPU its process ran on (its ``gpu`` column).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+from profkit import schema
+
+UNKNOWN_GPU = "unknown GPU"
+
+
+def run_gpus(runs: pd.DataFrame) -> pd.Series:
+    """Each run's GPU, by run_id (``UNKNOWN_GPU`` where none is stated)."""
+    if not len(runs):
+        return pd.Series(dtype="string")
+    gpu = runs["gpu"].astype("string").fillna(UNKNOWN_GPU) if "gpu" in runs else pd.Series(UNKNOWN_GPU, index=runs.index)
+    return pd.Series(gpu.to_numpy(), index=runs["run_id"].astype("string").to_numpy(), dtype="string")
+
+
+def gpus(catalog) -> list[str]:
+    """The kinds of GPU a catalogue's runs were tuned on, the one with the most runs first."""
+    counts = run_gpus(catalog.runs).value_counts()
+    return sorted(counts.index, key=lambda g: (-counts[g], g == UNKNOWN_GPU, g)) or [UNKNOWN_GPU]
+
+
+def verify_gpus(verify: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """``capture_gpu`` (where the capture was tuned) and ``timed_gpu`` (where the row was timed) per verify row."""
+    capture = verify["run_id"].astype("string").map(run_gpus(runs)).fillna(UNKNOWN_GPU) if len(verify) \
+        else pd.Series(dtype="string")
+    timed = verify["verify_gpu"].astype("string").fillna(capture) if "verify_gpu" in verify.columns else capture
+    return pd.DataFrame({"capture_gpu": capture, "timed_gpu": timed}, index=verify.index)
+
+
+def cross_gpu_verify(verify: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Verify rows of a capture timed on another GPU than it was tuned on, with ``capture_gpu`` and ``timed_gpu``."""
+    where = verify_gpus(verify, runs)
+    cross = (where["capture_gpu"] != where["timed_gpu"]).to_numpy(dtype=bool)
+    return pd.concat([verify, where], axis=1)[cross] if len(verify) else verify
+
+
+def for_gpu(catalog, gpu: str):
+    """The part of ``catalog`` tuned and timed on ``gpu`` (the whole catalogue when it holds one GPU only)."""
+    if gpus(catalog) == [gpu]:
+        return catalog
+    gpu_of = run_gpus(catalog.runs)
+    mine = set(gpu_of[gpu_of == gpu].index)
+    tables = _tables_of(catalog.tables, mine)
+    moe = catalog.moe
+    if moe is not None:
+        moe = dataclasses.replace(moe, tables=_tables_of(moe.tables, mine), verify=_own_verify(moe.verify, catalog.runs, gpu),
+                                  step=_steps_on(moe.step, gpu), runs=_rows_of(moe.runs, mine))
+    captures = {k: v for k, v in catalog.step_captures.items() if v in mine}
+    return dataclasses.replace(
+        catalog, runs=tables.runs, tables=tables, op_timings=_rows_of(catalog.op_timings, mine),
+        step=_steps_on(catalog.step, gpu), step_other=_steps_on(catalog.step_other, gpu), step_captures=captures,
+        step_caches={k: v for k, v in catalog.step_caches.items() if k in captures},
+        cache_winners=_rows_of(catalog.cache_winners, mine, column="capture_run_id"),
+        verify=_own_verify(catalog.verify, catalog.runs, gpu), moe=moe)
+
+
+def _tables_of(tables: schema.Tables, runs: set) -> schema.Tables:
+    return dataclasses.replace(tables, **{t: _rows_of(getattr(tables, t), runs) for t in schema.TABLES})
+
+
+def _rows_of(frame: pd.DataFrame, runs: set, *, column: str = "run_id") -> pd.DataFrame:
+    if not len(frame) or column not in frame.columns:
+        return frame
+    return frame[frame[column].astype("string").isin(runs).fillna(False).to_numpy(dtype=bool)]
+
+
+def _steps_on(rows: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    if not len(rows) or "gpu" not in rows.columns:
+        return rows
+    return rows[(rows["gpu"].astype("string").fillna(UNKNOWN_GPU) == gpu).to_numpy(dtype=bool)]
+
+
+def _own_verify(verify: pd.DataFrame, runs: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    if not len(verify):
+        return verify
+    where = verify_gpus(verify, runs)
+    return verify[((where["capture_gpu"] == gpu) & (where["timed_gpu"] == gpu)).to_numpy(dtype=bool)]

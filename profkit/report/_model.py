@@ -1,0 +1,58 @@
+"""The report model: every analysis the pages show, computed once per kind of GPU before any page is laid out.
+
+:func:`build_model` splits the catalogue by GPU (:mod:`profkit.catalog.partition`), computes the
+analyses of each part once (:func:`profkit.analysis.overview.overview`), and stacks their verdicts into
+one table, one row per (op, GPU). The detail sections lay out one GPU's part, the one with the most runs
+unless another is asked for; the first screen shows every GPU's verdicts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+from profkit.analysis.overview import overview
+from profkit.catalog import partition
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ReportModel:
+    """What the report lays out.
+
+    Attributes:
+        catalog: everything read.
+        gpus: the kinds of GPU in it, the one with the most runs first.
+        gpu: the GPU the detail sections show.
+        data: ``catalog``'s part for ``gpu``.
+        results: the analyses of ``data`` (an :class:`~profkit.analysis.overview.Overview`).
+        verdicts: one row per (op, GPU): :func:`~profkit.analysis.overview.op_verdicts` of every GPU's part,
+            with ``gpu`` and ``flashinfer`` (that part's versions, comma-joined).
+    """
+
+    catalog: object
+    gpus: tuple
+    gpu: str
+    data: object
+    results: object
+    verdicts: pd.DataFrame
+
+
+def build_model(catalog, *, gpu: str | None = None) -> ReportModel:
+    """The analyses of every GPU's part of ``catalog``, each computed once; details for ``gpu`` (default: most runs)."""
+    gpus = tuple(partition.gpus(catalog))
+    if gpu is not None and gpu not in gpus:
+        from profkit.errors import ProfkitError
+
+        raise ProfkitError(f"no runs on GPU {gpu!r} here; this data has {', '.join(gpus)}")
+    gpu = gpu or gpus[0]
+    parts = {g: partition.for_gpu(catalog, g) for g in gpus}
+    results = {g: overview(parts[g]) for g in gpus}
+    verdicts = pd.concat([results[g].op_verdicts.assign(gpu=g, flashinfer=_versions(parts[g].runs)) for g in gpus],
+                         ignore_index=True)
+    return ReportModel(catalog=catalog, gpus=gpus, gpu=gpu, data=parts[gpu], results=results[gpu], verdicts=verdicts)
+
+
+def _versions(runs: pd.DataFrame) -> str:
+    values = sorted({str(v) for v in runs["flashinfer"].dropna()}) if "flashinfer" in runs.columns else []
+    return ", ".join(values) or "?"
