@@ -160,6 +160,21 @@ def test_verdicts_faster_slower_within_noise_and_missing_default():
     assert (summary["faster"], summary["slower"], summary["within_noise"]) == (1, 1, 1)
 
 
+def test_tuner_verdict_judges_the_tuners_own_times_with_the_spread_its_repeats_measured():
+    rows = []
+    for m, pick_ms in ((1, 0.80), (2, 0.995)):  # the tuner timed its pick 20% and 0.5% faster than the default
+        rows += [{**cand(m, "A", "0", pick_ms, (0.90, 0.89, 0.91), winner=True), "profile": f"p{m}"},
+                 {**cand(m, "D", "-1", 1.0, (1.00, 0.99, 1.01), default=True), "profile": f"p{m}"}]
+    noise = pd.DataFrame({"op": "gemm", "profile": ["p1", "p2"], "noise_pct": 2.0, "noise_source": "repeats"})
+    v = bucket_verdicts(verify_rows(rows), noise=noise)
+    assert v["tuner_verdict"].tolist() == ["faster", "within_noise"]
+    assert v["verdict"].tolist() == ["faster", "faster"]  # serving's own verdict is untouched
+    # One tuning's timing with no repeats (or only the threshold band) has no measured spread.
+    assert set(bucket_verdicts(verify_rows(rows))["tuner_verdict"]) == {"not_measurable"}
+    threshold = noise.assign(noise_source="threshold")
+    assert set(bucket_verdicts(verify_rows(rows), noise=threshold)["tuner_verdict"]) == {"not_measurable"}
+
+
 def test_rank_agreement_is_spearman_of_tuner_and_serving_order():
     rows = [cand(1, "D", "-1", 1.0, (0.05, 0.05, 0.05), default=True)]
     rows += [cand(1, "A", str(i), 0.1 * i, (0.1 * (5 - i), 0.1 * (5 - i), 0.1 * (5 - i)), winner=i == 1) for i in range(1, 5)]

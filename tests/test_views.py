@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
@@ -165,20 +166,49 @@ def breakdown():
 def test_tuning_time_info_and_bars():
     info = _tuning._tuning_time_info(breakdown())
     assert info == _tuning.TuningTimeInfo(
-        title="Where tuning time went, per op and shape", bars=("gemm  N=1, K=1", "gemm  N=2, K=2"),
+        title="Where tuning time went, per op and shape", bars=("N=1, K=1", "N=2, K=2"),
         seconds=(("measure_s", (3.0, 0.5)), ("prep_s", (4.0, 0.5)), ("jit_s", (0.0, 0.0)),
                  ("other_s", (pytest.approx(0.2), 0.0))),
-        totals=(pytest.approx(7.2), 1.0), n_candidates=(22, 5), per="op")
+        totals=(pytest.approx(7.2), 1.0), n_candidates=(22, 5), per="op",
+        takeaway="gemm: 1.0-7.2 s per shape, 55% runner prep", ops=("gemm", "gemm"))
     fig = views.plot_tuning_time(breakdown())
     ax = fig.axes[0]
     assert len(ax.patches) == 6  # 3 non-zero phases x 2 bars; JIT is all zero and not drawn
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "measure (candidates timed)", "runner prep (cuDNN plans)", "other (inputs, bookkeeping)"]
-    assert ax.texts[0].get_text() == "7.2 s, 22 cand."
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "measure (candidates timed)", "runner prep (before its first candidate)", "other (inputs, bookkeeping)"]
+    assert fig.get_suptitle() == "gemm: 1.0-7.2 s per shape, 55% runner prep"  # computed: (4.0 + 0.5) / 8.2
+    assert [t.get_text() for t in ax.texts][:3] == ["7.2 s, 22 cand.", "1.0 s, 5 cand.", "gemm"]  # the op heads its bars
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["N=1, K=1", "N=2, K=2"]
     by_bucket = views.plot_tuning_time(breakdown(), per="bucket", shape="N=1 K=1")
     assert [t.get_text() for t in by_bucket.axes[0].get_xticklabels()] == ["1", "2"]
     with pytest.raises(profkit.ProfkitError, match="needs one op and shape, found 2"):
         views.plot_tuning_time(breakdown(), per="bucket")
+    save(fig)
+
+
+def moe_bill():
+    """A fused-MoE tuning call per bucket: two buckets compile (tall), JIT and the rest a few ms."""
+    return pd.DataFrame({"run_id": "r1", "op": "moe", "shape": "E=8 top_k=2", "bucket": [1, 2, 4, 8, 16],
+                         "measure_s": [12.0, 3.0, 11.0, 3.0, 3.0], "prep_s": [1.0, 0.0, 0.0, 0.0, 0.0],
+                         "jit_s": [0.01, 0.0, 0.0, 0.0, 0.0], "other_s": [0.02, 0.01, 0.01, 0.01, 0.01],
+                         "n_candidates": 40})
+
+
+def test_tuning_per_bucket_titles_its_takeaway_and_keys_only_what_it_draws():
+    fig = views.plot_tuning_time(moe_bill(), per="bucket", title="mixtral")
+    ax = fig.axes[0]
+    # 33.07 s in all, 32 of them measuring; buckets 1 and 4 (13.03 + 11.01 s) are the fewest that hold half.
+    assert fig.get_suptitle() == "mixtral: 33.1 s over 5 buckets, 97% measuring candidates\nbuckets 1 and 4 took 73% of it"
+    # JIT (10 ms) and other (60 ms) would not show next to a 22 s bar: not drawn, not keyed, named in the note.
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["measure (candidates timed)",
+                                                                   "runner prep (before its first candidate)"]
+    assert not any("cuDNN" in t.get_text() for t in ax.get_legend().get_texts())  # an MoE has no cuDNN runner
+    assert len(ax.patches) == 5 + 5
+    assert ax.texts[-1].get_text().endswith("Too small to draw: JIT builds 10 ms, other 60 ms")
+    grid = Figure()
+    left, right = grid.subplots(1, 2)
+    views.plot_tuning_time(moe_bill(), per="bucket", title="mixtral", ax=right)
+    assert right.get_title(loc="left").startswith("mixtral: 33.1 s over 5 buckets") and not grid.get_suptitle()
     save(fig)
 
 
@@ -231,13 +261,62 @@ def test_kernel_vs_e2e_bars():
                           "treatment": [1.0, 116.8, 10.1], "improvement_pct": [100.0, 16.8, -0.99]})
     fig = views.plot_kernel_vs_e2e(frame, labels={"N=1 K=1": "toy"}, note="Kernels: H200. Serving: B200.",
                                    kernel_where="H200", serving_where="B200, SGLang")
-    kernel, serving = fig.axes  # never on one axis, each titled with where it was measured
-    assert kernel.get_title().startswith("Kernels on H200") and serving.get_title().startswith("Serving on B200, SGLang")
-    assert [t.get_text() for t in kernel.get_yticklabels()] == ["kernel gemm toy (N=1, K=1)"]
+    kernel, serving = fig.axes  # never on one axis, each titled with where it was measured and what it adds up to
+    assert kernel.get_title(loc="left").startswith("Kernels on H200, tuned vs default: +100.0%\n")
+    assert serving.get_title(loc="left") == ("Serving on B200, SGLang, autotune on vs off:\n"
+                                             "1 of 2 metrics improved (+16.8%)\nworse: mean TTFT -1.0%")
+    assert [t.get_text() for t in kernel.get_yticklabels()] == ["gemm toy (N=1, K=1)"]
     assert [t.get_text() for t in serving.get_yticklabels()] == ["output throughput", "mean TTFT"]
     assert [round(p.get_width(), 2) for p in kernel.patches + serving.patches] == [100.0, 16.8, -0.99]
     assert serving.texts[0].get_text().startswith("+16.8%")
+    # A negative bar's label starts right of zero, never over the names left of the axis.
+    assert [t.xy[0] for t in serving.texts] == [16.8, 0.0] and all(t.get_ha() == "left" for t in serving.texts)
     assert fig.get_suptitle().endswith("Kernels: H200. Serving: B200.")
+    assert kernel.get_position().y0 > serving.get_position().y1  # kernels above serving, both the figure's width
+    long = frame.assign(metric=["CuteDslFusedMoE::run_moe_sm90::Swiglu E=128 top_k=4 H=2880 I=2880", "output_tok_s",
+                                "mean_ttft_ms"])
+    names = views.plot_kernel_vs_e2e(long).axes[0].get_yticklabels()
+    assert [t.get_text() for t in names] == ["CuteDslFusedMoE::run_moe_sm90::Swiglu\nE=128 top_k=4 H=2880 I=2880"]
+    save(fig)
+
+
+def step_change_rows():
+    """measured_step_change rows of two models: m1 judged by the rule, m2 one pass each (not measurable)."""
+    rows = [("m1", "bf16", "decode", 1, -10.0, "faster"), ("m1", "bf16", "decode", 2, -20.0, "faster"),
+            ("m1", "bf16", "decode", 4, -1.0, "within_noise"), ("m1", "bf16", "prefill", 512, 3.0, "slower"),
+            ("m2", "fp8", "decode", 1, 2.0, "not_measurable"), ("m2", "fp8", "decode", 2, -4.0, "not_measurable"),
+            ("m2", "fp8", "decode", 4, 1.0, "not_measurable")]
+    frame = pd.DataFrame(rows, columns=["model", "dtype", "phase", "tokens", "delta_pct", "verdict"])
+    measurable = frame["verdict"] != "not_measurable"
+    return frame.assign(state="tuned", baseline_ms=10.0,
+                        effect_lo=np.where(measurable, frame["delta_pct"] / 100 - 0.02, np.nan),
+                        effect_hi=np.where(measurable, frame["delta_pct"] / 100 + 0.02, np.nan))
+
+
+def test_step_change_panels_judged_apart_from_not_measurable_with_takeaways_and_drawn_keys():
+    predicted = pd.DataFrame({"model": "m2", "dtype": "fp8", "tokens": [1, 2, 4], "op": "gemm",
+                              "predicted_delta_ms": [-0.1, -0.3, -0.2]})
+    fig = views.plot_step_change(step_change_rows(), predicted=predicted)
+    judged, unjudged = fig.axes
+    assert judged.get_title(loc="left") == ("tuned vs untuned: faster beyond noise\n"
+                                            "at 2 of 4 sizes (10-20% faster), slower at 1")
+    assert unjudged.get_title(loc="left") == ("tuned vs untuned: 3 sizes not measurable\n(too few passes of each "
+                                              "state)\nthe capture predicted -3.0% to -1.0%")
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "m1 bf16", "m2 fp8", "decode", "prefill (same colour)", "filled: beyond noise",
+        "hollow: within noise or not measurable", "slower beyond noise", "predicted from the capture (decode M)"]
+    # Beyond noise filled in the series' colour, within noise hollow, slower red.
+    faces = [tuple(c.get_facecolor()[0][:3]) for c in judged.collections if isinstance(c, PathCollection)]
+    assert len(faces) == 3 and (1.0, 1.0, 1.0) in faces and any(r > 0.7 and g < 0.2 for r, g, _ in faces)
+    assert [line.get_linestyle() for line in unjudged.lines if line.get_linestyle() == "--"] == ["--"]
+    plain = views.plot_step_change(step_change_rows().iloc[:3])  # one model, faster and within noise only
+    assert len(plain.axes) == 1
+    assert [t.get_text() for t in plain.legends[0].get_texts()] == [
+        "m1 bf16", "decode", "filled: beyond noise", "hollow: within noise or not measurable"]
+    grid = Figure()
+    left, right = grid.subplots(1, 2)
+    assert views.plot_step_change(step_change_rows(), predicted=predicted, ax=right) is grid
+    assert not left.has_data() and len(grid.axes) == 3 and not grid.legends
     save(fig)
 
 
@@ -484,21 +563,42 @@ def test_the_reader_scan_sees_a_reader():
     assert {name for _, name in _calls(tree)} >= {"read_parquet", "open", "read_text"}
 
 
-def test_serving_vs_tuner_counts_each_quadrant_and_verdict(shipped_verify_verdicts):
-    v = shipped_verify_verdicts
-    fig = views.plot_serving_vs_tuner(v, op="fp8_gemm")
+def serving_points():
+    """Hand-made verdicts: (tuner_speedup, serving_speedup, tuner_verdict, serving verdict) per bucket."""
+    points = [(1.20, 1.15, "faster", "faster"), (1.10, 1.12, "faster", "faster"),      # agree, both beyond noise
+              (1.15, 0.90, "faster", "slower"),                                         # disagree, both beyond noise
+              (1.01, 0.80, "within_noise", "slower"),                                   # tuner within noise
+              (1.30, 0.99, "faster", "within_noise"),                                   # serving within noise
+              (1.02, 0.98, "not_measurable", "within_noise")]                           # neither
+    return pd.DataFrame({"op": "gemm", "at_bucket": True, "tuner_speedup": [p[0] for p in points],
+                         "serving_speedup": [p[1] for p in points], "serving_noise": 0.01,
+                         "tuner_verdict": [p[2] for p in points], "verdict": [p[3] for p in points]})
+
+
+def test_serving_vs_tuner_counts_a_corner_only_where_both_sides_are_beyond_noise():
+    fig = views.plot_serving_vs_tuner(serving_points())
     ax = fig.axes[0]
-    at = v[(v["op"] == "fp8_gemm") & v["at_bucket"]]
-    counts = at["verdict"].value_counts()
-    assert ax.get_title() == (f"fp8_gemm: {counts['faster']} faster, {counts['within_noise']} within noise,\n"
-                              f"{counts['slower']} slower than the default in serving (of {len(at)})")
-    x, y = at["tuner_speedup"], at["serving_speedup"]
-    lost = int(((x > 1) & (y <= 1)).sum())
-    lost_beyond = int(((x > 1) & (y <= 1) & (at["verdict"] == "slower")).sum())
-    texts = [t.get_text() for t in ax.texts]
-    assert str(lost) in texts and f"tuner: faster, serving: slower\n({lost_beyond} beyond noise)" in texts
-    assert sum(int(t) for t in texts if t.isdigit()) == len(at)  # the four quadrant counts cover every bucket
+    counts = {t.get_text(): int(n.get_text()) for n, t in zip(ax.texts[::2], ax.texts[1::2])}
+    # Three points sit right of 1 and below 1, but only one is beyond noise on both sides.
+    assert counts == {"tuner: faster, serving: faster": 2, "tuner: slower, serving: faster": 0,
+                      "tuner: slower, serving: slower": 0, "tuner: faster, serving: slower": 1}
+    assert ax.get_title() == ("gemm\nbeyond noise on both timers: 3 of 6 buckets\n"
+                              "serving agrees at 2, not at 1; 3 within noise")
+    filled = [c.get_markerfacecolor() for c in ax.lines if c.get_marker() in ("o", "v", "s")]
+    assert filled.count("white") == 2  # the tuner side within noise or not measurable: hollow
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["pick faster than the default in serving", "within serving noise",
+                      "pick slower than the default in serving", "tuner's own times: beyond noise too",
+                      "tuner's own times: within noise or not measurable"]
+    beyond = serving_points().assign(tuner_verdict="faster", verdict="faster")
+    legend = [t.get_text() for t in views.plot_serving_vs_tuner(beyond).legends[0].get_texts()]
+    assert legend == ["pick faster than the default in serving", "tuner's own times: beyond noise too"]  # only drawn keys
+    save(fig)
+
+
+def test_serving_vs_tuner_panels_per_op_and_empty(shipped_verify_verdicts):
+    v = shipped_verify_verdicts
     both = views.plot_serving_vs_tuner(v)
-    assert [a.get_title().split(":")[0] for a in both.axes] == ["bf16_gemm", "fp8_gemm"]
+    assert [a.get_title().split("\n")[0] for a in both.axes] == ["bf16_gemm", "fp8_gemm"]
     with pytest.warns(UserWarning, match="no verify verdict"):
         assert "no verify verdict" in views.plot_serving_vs_tuner(v.iloc[:0]).axes[0].texts[0].get_text()

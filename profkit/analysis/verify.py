@@ -23,7 +23,8 @@ import pandas as pd
 
 from profkit.analysis._frames import conform_columns, empty, flashinfer_rows, op_shape, require
 from profkit.analysis.engine import assign_bucket
-from profkit.analysis.verdict import MIN_UNITS, VERIFY_RATIO_SD, compare_samples, compare_two
+from profkit.analysis.decisions import tuner_ratio_sd
+from profkit.analysis.verdict import MIN_UNITS, VERIFY_RATIO_SD, compare_samples, compare_two, compare_values
 from profkit.errors import ProfkitError
 
 PLAN_COLUMNS = {
@@ -38,7 +39,7 @@ BUCKET_VERDICT_COLUMNS = {
     "serving_noise": "float64", "verdict": "string", "best_runner": "string", "best_tactic": "string",
     "best_ms": "float64", "regret": "float64", "rank_agreement": "float64", "cache_runs_pick": "boolean",
     "effect": "float64", "effect_lo": "float64", "effect_hi": "float64", "detectable": "float64", "n": "Int64",
-    "n_baseline": "Int64", "design": "string",
+    "n_baseline": "Int64", "design": "string", "tuner_verdict": "string",
 }
 OP_SUMMARY_COLUMNS = {
     "op": "string", "buckets": "Int64", "faster": "Int64", "slower": "Int64", "within_noise": "Int64",
@@ -125,7 +126,8 @@ def verify_plan(candidates: pd.DataFrame, winners: pd.DataFrame, *, sizes, top_k
     return conform_columns(plan, PLAN_COLUMNS)
 
 
-def bucket_verdicts(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD) -> pd.DataFrame:
+def bucket_verdicts(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD,
+                    noise: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (run_id, op, shape, m): the tuner's pick against the default and the serving-best.
 
     Args:
@@ -133,6 +135,8 @@ def bucket_verdicts(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD) 
             ``source``, the file, names the process where several processes timed one run).
         ratio_sd: spread (sd of the log) of a pick/default ratio timed in one process; the
             default is calibrated on the shipped verify tables (docs/comparison_rule.md).
+        noise: :func:`~profkit.analysis.decisions.noise` of the captures the picks came from, to
+            judge the tuner's own pick-vs-default times (``tuner_verdict``); None: not measurable.
 
     Returns:
         One row per (run_id, op, shape, m) that has both a timed pick and a timed default:
@@ -144,7 +148,10 @@ def bucket_verdicts(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD) 
         ``within_noise`` / ``not_measurable``), the serving-best candidate and the pick's regret
         against it (pick / best - 1), rank_agreement (Spearman correlation of the tuner's and the
         serving order of the timed candidates; NaN under 3 candidates), and cache_runs_pick
-        (whether FlashInfer's own lookup at this M ran the pick). Sorted by run_id, op, shape, m.
+        (whether FlashInfer's own lookup at this M ran the pick), and tuner_verdict: the rule on
+        the tuner's own times of pick and default, with the spread its repeated runs measured
+        (:func:`~profkit.analysis.decisions.tuner_ratio_sd`; not_measurable without repeats).
+        Sorted by run_id, op, shape, m.
     """
     require(verify, ("run_id", "op", "shape", "m", "bucket", "runner", "tactic", "tuner_ms", "winner", "default",
                      "serving_ms", "serving_p10_ms", "serving_p90_ms"), "verify")
@@ -154,6 +161,7 @@ def bucket_verdicts(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD) 
     winner = ok["winner"].fillna(False).to_numpy(dtype=bool)
     default = ok["default"].fillna(False).to_numpy(dtype=bool)
     runner, tactic, bucket = (ok[c].to_numpy(dtype=object) for c in ("runner", "tactic", "bucket"))
+    profile = ok["profile"].astype("string").to_numpy(dtype=object) if "profile" in ok else np.full(len(ok), None)
     serving, p10, p90, tuner = (ok[c].to_numpy(dtype=float, na_value=np.nan)
                                 for c in ("serving_ms", "serving_p10_ms", "serving_p90_ms", "tuner_ms"))
     cache = ok["cache_choice"].fillna(False).to_numpy(dtype=bool) if "cache_choice" in ok else np.zeros(len(ok), bool)
@@ -187,8 +195,24 @@ def bucket_verdicts(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD) 
             "cache_runs_pick": bool(cache[picks].any()),
             "effect": rule.effect, "effect_lo": rule.effect_lo, "effect_hi": rule.effect_hi,
             "detectable": rule.detectable, "n": rule.n, "n_baseline": rule.n_baseline, "design": rule.design,
+            "profile": profile[p], "pick_tuner_ms": tuner[p], "default_tuner_ms": tuner[d],
         })
-    return conform_columns(pd.DataFrame(rows), BUCKET_VERDICT_COLUMNS) if rows else empty(BUCKET_VERDICT_COLUMNS)
+    if not rows:
+        return empty(BUCKET_VERDICT_COLUMNS)
+    out = pd.DataFrame(rows)
+    out["tuner_verdict"] = _tuner_verdicts(out, noise)
+    return conform_columns(out, BUCKET_VERDICT_COLUMNS)
+
+
+def _tuner_verdicts(rows: pd.DataFrame, noise: pd.DataFrame | None) -> np.ndarray:
+    """The rule on the tuner's pick vs default times, with the spread of the capture's repeats per (op, profile)."""
+    band = rows[["op", "profile"]].astype("string")
+    if noise is not None and len(noise):
+        require(noise, ("op", "profile", "noise_pct", "noise_source"), "noise")
+        keys = noise[["op", "profile", "noise_pct", "noise_source"]].astype({"op": "string", "profile": "string"})
+        band = band.merge(keys.drop_duplicates(["op", "profile"]), on=["op", "profile"], how="left")
+    rule = compare_values(rows["pick_tuner_ms"], rows["default_tuner_ms"], ratio_sd=tuner_ratio_sd(band))
+    return rule["verdict"].to_numpy()
 
 
 def _process_units(at: np.ndarray, source: np.ndarray, serving: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -11,7 +11,7 @@ from profkit.report._main import moe_figures, moe_model_line
 from profkit.report._page import FigureSpec, ReportContext, Section, Table
 from profkit.views import (STATE_ORDER, plot_candidates, plot_diff, plot_kernel_vs_e2e, plot_op_timings,
                            plot_rank_divergence, plot_speedup, plot_step_change, plot_tactic_map, plot_tuning_value,
-                           plot_winner_flips, step_change_keys)
+                           plot_winner_flips)
 
 _WINNER_COLUMNS = ["op", "shape", "bucket", "runner", "tactic", "time_ms", "default_ms", "speedup", "noise_pct",
                    "within_noise"]
@@ -150,15 +150,11 @@ def step_section(ctx: ReportContext) -> Section | None:
     if r.step_measured.empty:
         return None
     figures = [FigureSpec("step_change", "Decoder step: tuned vs untuned",
-                          "Measured change of a decoder step (profkit step), tuned vs untuned, one panel per model and "
-                          "dtype, with the comparison rule's 95% interval (none where not measurable), and the change "
-                          "the tuning-pass capture predicts (dashed).",
-                          lambda: small_multiples(
-                              r.step_measured, lambda f, ax, title: plot_step_change(
-                                  f, predicted=r.step_predicted, legend=False, note=False, title=title, ax=ax),
-                              labels={}, block="model", panel="dtype", log2_ticks=None,
-                              xlabel="tokens per step (decode batch / prefill chunk)",
-                              ylabel="step time change, tuned vs untuned (%)", keys=step_change_keys()))]
+                          "Measured change of a decoder step (profkit step), tuned vs untuned, one line per model and "
+                          "dtype: on the left the steps the comparison rule could judge (95% interval; filled beyond "
+                          "noise), on the right those it could not (one pass of each state), with the change the "
+                          "tuning-pass capture predicts (dashed).",
+                          lambda: plot_step_change(r.step_measured, predicted=r.step_predicted))]
     m = r.step_measured
     tables = (Table(m[["model", "dtype", "phase", "tokens", "state", "step_ms", "baseline_ms", "delta_pct", "effect_lo",
                        "effect_hi", "detectable", "verdict", "design"]], "step_change", sort_by="delta_pct",

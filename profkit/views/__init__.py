@@ -9,13 +9,13 @@ figures made inside it for design documents (larger type, no run ids).
 
 Also public, for the report and notebooks that lay figures and tables out: the styles (``STYLES``,
 ``DPI``, ``styled``), labels and notes (``short_label``, ``timing_note``, ``timings_of``,
-``step_change_keys``, ``STATE_ORDER``) and table formatting (``display_frame``, ``number``).
+``STATE_ORDER``) and table formatting (``display_frame``, ``number``).
 """
 
 from profkit.views._candidates import plot_candidates
 from profkit.views._compare import plot_diff, plot_rank_divergence, plot_winner_flips
 from profkit.views._explorer import explorer  # ipywidgets is imported only when called
-from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_change, step_change_keys
+from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_change
 from profkit.views._format import display_frame, number
 from profkit.views._moe import plot_moe_routing, plot_moe_step, plot_moe_tactics
 from profkit.views._speedup import plot_speedup
@@ -28,7 +28,7 @@ from profkit.views._verify import plot_serving_vs_tuner
 
 
 __all__ = [
-    "DPI", "STATE_ORDER", "STYLES", "display_frame", "number", "short_label", "step_change_keys", "styled",
+    "DPI", "STATE_ORDER", "STYLES", "display_frame", "number", "short_label", "styled",
     "timing_note", "timings_of",
     "explorer", "plot_candidates", "plot_diff", "plot_kernel_vs_e2e", "plot_moe_routing", "plot_moe_step",
     "plot_moe_tactics", "plot_op_timings", "plot_rank_divergence",

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from profkit.errors import ProfkitError
 from profkit.schema import require
+from profkit.views._format import seconds
 from profkit.views._speedup import first_run_only
 from profkit.views._style import (PHASE_LABELS, PHASES, add_note, empty_axes, figure_and_axes, short_label,
                                   series_colour, styled)
@@ -19,7 +20,11 @@ from profkit.views._style import (PHASE_LABELS, PHASES, add_note, empty_axes, fi
 
 @dataclasses.dataclass(frozen=True)
 class TuningTimeInfo:
-    """Stacked seconds per bar; bars are ops/shapes (per="op") or buckets of one op (per="bucket")."""
+    """Stacked seconds per bar; bars are ops/shapes (per="op") or buckets of one op (per="bucket").
+
+    ``takeaway`` is what the bars say, one line per op (per="op") or one for the op (per="bucket"):
+    the seconds, the phase most of them went to, and (per bucket) the few buckets holding most.
+    """
 
     title: str
     bars: tuple[str, ...]
@@ -27,6 +32,15 @@ class TuningTimeInfo:
     totals: tuple[float, ...]
     n_candidates: tuple[int, ...]
     per: str
+    takeaway: str = ""
+    ops: tuple[str, ...] = ()         # per="op": the op of each bar (bars then name the shape only)
+
+
+_PHASE_WORDS = {"measure_s": "measuring candidates", "prep_s": "runner prep", "jit_s": "JIT builds",
+                "other_s": "other"}
+# A phase whose largest segment is under this share of the tallest bar is not drawn (it would not
+# show, and its legend entry would name nothing visible); the note gives its seconds.
+_VISIBLE = 0.005
 
 
 def _tuning_time_info(breakdown: pd.DataFrame, *, per: str = "op", op: str | None = None,
@@ -41,7 +55,7 @@ def _tuning_time_info(breakdown: pd.DataFrame, *, per: str = "op", op: str | Non
     phases = list(PHASES)
     if per == "op":
         g = b.groupby(["op", "shape"], sort=True, observed=True, dropna=False)
-        names = [f"{o}  {short_label(str(s), labels)}" for o, s in g.groups.keys()]
+        names = [short_label(str(s), labels) for _, s in g.groups.keys()]
         title = "Where tuning time went, per op and shape"
     elif per == "bucket":
         shapes = b[["op", "shape"]].drop_duplicates()
@@ -57,20 +71,68 @@ def _tuning_time_info(breakdown: pd.DataFrame, *, per: str = "op", op: str | Non
     sums = g[phases + ["n_candidates"]].sum() if len(b) else pd.DataFrame(columns=phases + ["n_candidates"])
     seconds = tuple((p, tuple(float(x) for x in sums[p])) for p in phases)
     totals = tuple(float(x) for x in sums[phases].sum(axis=1)) if len(sums) else ()
+    ops = tuple(str(k[0]) for k in g.groups.keys()) if per == "op" else ()
+    takeaway = (_op_takeaway(sums[phases], list(ops)) if per == "op" else
+                _bucket_takeaway(sums[phases], names)) if len(sums) else ""
     return TuningTimeInfo(title=title, bars=tuple(names), seconds=seconds, totals=totals,
-                          n_candidates=tuple(int(x) for x in sums["n_candidates"]), per=per)
+                          n_candidates=tuple(int(x) for x in sums["n_candidates"]), per=per, takeaway=takeaway,
+                          ops=ops)
 
 
-def _draw_tuning_time(info: TuningTimeInfo, ax: Axes, *, title: str | None = None, note: bool = True) -> None:
-    """Stacked bars: horizontal per op/shape, vertical per bucket."""
+def _mostly(phase_sums: pd.Series) -> str:
+    """'91% measuring candidates': the phase that took the most of these seconds."""
+    total = float(phase_sums.sum())
+    top = phase_sums.idxmax()
+    return f"{float(phase_sums[top]) / total:.0%} {_PHASE_WORDS[top]}" if total > 0 else "no time recorded"
+
+
+def _op_takeaway(sums: pd.DataFrame, ops: list) -> str:
+    """One line per op: the seconds of its shapes (one tuning call each) and where most went."""
+    lines = []
+    for name in dict.fromkeys(ops):
+        rows = sums[[o == name for o in ops]]
+        totals = rows.sum(axis=1)
+        span = (seconds(totals.iloc[0]) if len(rows) == 1 else
+                f"{seconds(totals.min()).removesuffix(' s')}-{seconds(totals.max())} per shape")
+        lines.append(f"{name}: {span}, {_mostly(rows.sum())}")
+    return "\n".join(lines)
+
+
+def _bucket_takeaway(sums: pd.DataFrame, buckets: list[str]) -> str:
+    """The op's seconds, where most went, and the fewest buckets (at most 3) holding half of them."""
+    totals = sums.sum(axis=1).to_numpy(dtype=float)
+    total = float(totals.sum())
+    line = f"{seconds(total)} over {len(buckets)} buckets, {_mostly(sums.sum())}"
+    order = np.argsort(-totals, kind="stable")
+    top = next((order[:k] for k in range(1, 4) if totals[order[:k]].sum() >= total / 2), None)
+    if top is None or len(top) == len(buckets) or total <= 0:
+        return line
+    names = [buckets[i] for i in sorted(top)]
+    which = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return line + f"\nbucket{'s' if len(names) > 1 else ''} {which} took {totals[top].sum() / total:.0%} of it"
+
+
+def _short(value: float) -> str:
+    return f"{1000 * value:.0f} ms" if value < 1 else seconds(value)
+
+
+def _draw_tuning_time(info: TuningTimeInfo, ax: Axes, *, title: str | None = None, note: bool = True,
+                      whole_figure: bool = False) -> None:
+    """Stacked bars: horizontal per op/shape, vertical per bucket; phases too small to see are left out."""
     if not info.bars:
         empty_axes(ax, "no tuning rows")
         return
-    pos = np.arange(len(info.bars))
+    # Per op: its bars under a row that names it, so a bar names only its shape.
+    heads = [i for i, o in enumerate(info.ops) if i == 0 or info.ops[i - 1] != o]
+    pos = np.arange(len(info.bars)) + np.searchsorted(heads, np.arange(len(info.bars)), side="right")
     base = np.zeros(len(info.bars))
+    tallest = max(info.totals) or 1.0
+    hidden = []
     for phase, secs in info.seconds:
         values = np.asarray(secs)
-        if not values.any():
+        if values.max(initial=0.0) < _VISIBLE * tallest:
+            if values.any():
+                hidden.append(f"{_PHASE_WORDS[phase]} {_short(float(values.sum()))}")
             continue
         if info.per == "op":
             ax.barh(pos, values, left=base, color=PHASES[phase], label=PHASE_LABELS[phase], height=0.7)
@@ -79,23 +141,38 @@ def _draw_tuning_time(info: TuningTimeInfo, ax: Axes, *, title: str | None = Non
         base += values
     if info.per == "op":
         ax.set_yticks(pos, info.bars)
-        ax.invert_yaxis()
         ax.set_xlabel("tuning wall time (s)")
         for y, total, n in zip(pos, info.totals, info.n_candidates):
             ax.annotate(f"{total:.1f} s, {n} cand.", xy=(total, y), xytext=(3, 0), textcoords="offset points",
                         va="center", fontsize="x-small")
-        ax.set_xlim(0, max(info.totals) * 1.22)
+        for i in heads:
+            ax.annotate(info.ops[i], xy=(0, pos[i] - 1), xytext=(2, 0), textcoords="offset points", va="center",
+                        fontweight="bold", fontsize="small")
+        ax.set_xlim(0, tallest * 1.22)
+        ax.set_ylim(pos[-1] + 0.6, -0.6 if heads else pos[0] - 0.6)
         ax.grid(axis="y", visible=False)
     else:
         ax.set_xticks(pos, info.bars, rotation=90)
         ax.set_xlabel("bucket (M)")
         ax.set_ylabel("tuning wall time (s)")
         ax.grid(axis="x", visible=False)
-    ax.set_title(info.title if title is None else title)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small", borderaxespad=0)
+    if info.per == "bucket":
+        text = f"{info.title if title is None else title}: {info.takeaway}"
+    else:
+        text = "\n".join(filter(None, (title, info.takeaway)))
+    if whole_figure:  # long bar names leave the axes narrow: the takeaway spans the figure
+        ax.figure.suptitle(text, x=0.01, ha="left", fontsize="medium", fontweight="bold")
+    else:
+        ax.set_title(text, loc="left")
+    if whole_figure and info.per == "op":  # in one row under the bars, clear of their labels
+        handles, names = ax.get_legend_handles_labels()
+        ax.figure.legend(handles, names, loc="outside lower center", ncol=len(names), fontsize="x-small")
+    else:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small", borderaxespad=0)
     if note:
         add_note(ax, "buckets' own windows; each call adds a few ms outside them. profkit's extra default timing "
-                     "is not included", below_pt=30 if info.per == "op" else 52)
+                     "is not included" + (f". Too small to draw: {', '.join(hidden)}" if hidden else ""),
+                 below_pt=30 if info.per == "op" else 52)
 
 
 @styled
@@ -105,9 +182,12 @@ def plot_tuning_time(breakdown: pd.DataFrame, *, per: str = "op", op: str | None
     """Plot where tuning time went: measuring candidates vs runner prep, JIT and the rest.
 
     Each bar stacks ``measure_s`` (candidates timed), ``prep_s`` (before each runner's first
-    candidate: cuDNN plan builds), ``jit_s`` (FlashInfer compiling modules) and ``other_s``.
+    candidate: cuDNN plan builds for cuDNN runners), ``jit_s`` (FlashInfer compiling modules) and
+    ``other_s``; a phase too small to see in any bar is left out and named in the note.
     ``per="op"`` draws one horizontal bar per op and shape (total seconds and candidate count
-    at its end); ``per="bucket"`` one vertical bar per bucket of one op and shape.
+    at its end); ``per="bucket"`` one vertical bar per bucket of one op and shape. The title
+    says what the bars add up to: per op, the seconds per shape and the phase most went to; per
+    bucket, the op's seconds, that phase and the few buckets that hold half of them or more.
 
     Args:
         breakdown: output of :func:`profkit.analysis.tuning_breakdown` (``by="bucket"``); with
@@ -116,7 +196,8 @@ def plot_tuning_time(breakdown: pd.DataFrame, *, per: str = "op", op: str | None
         op: only this op (required with per="bucket" when several).
         shape: only this shape.
         labels: display names per shape label.
-        title: the axes title (default: what the bars are).
+        title: per="op": a first title line above the takeaway; per="bucket": what the bars are,
+            before the takeaway (default: the op and shape).
         note: draw the note on what the seconds cover under the axes.
         ax: draw into this Axes instead of a new figure.
 
@@ -130,8 +211,9 @@ def plot_tuning_time(breakdown: pd.DataFrame, *, per: str = "op", op: str | None
             "tuning_breakdown")
     info = _tuning_time_info(breakdown, per=per, op=op, shape=shape, labels=labels)
     size = (9.0, 1.3 + 0.22 * max(len(info.bars), 1)) if per == "op" else (8.0, 3.4)
+    whole_figure = ax is None
     fig, ax = figure_and_axes(ax, figsize=size)
-    _draw_tuning_time(info, ax, title=title, note=note)
+    _draw_tuning_time(info, ax, title=title, note=note, whole_figure=whole_figure)
     return fig
 
 
