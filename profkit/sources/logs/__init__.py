@@ -36,7 +36,9 @@ distinct message, so ``status="fallback"`` counts are lower bounds.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import os
 import warnings
 from pathlib import Path
@@ -136,6 +138,24 @@ def read_log(path_or_text, *, strict: bool = False, progress: Callable[[int], ob
         ParseError: naming file and line, when no FlashInfer record can be read from any input,
             or (``strict``) at the first unreadable record.
     """
+    with _without_gc():
+        return _read(path_or_text, strict=strict, progress=progress)
+
+
+@contextlib.contextmanager
+def _without_gc():
+    """The cyclic garbage collector off: reading makes a few million objects and no garbage cycles, and the
+    collections it triggered took about a tenth of the reading time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read(path_or_text, *, strict: bool, progress: Callable[[int], object] | None) -> LogTables:
     readers, problems, lost, first_error = [], [], [], None
     for number, item in enumerate(inputs.inputs_of(path_or_text, what="log")):
         reader = Reader(item.name, item.path, strict=strict)
@@ -157,5 +177,5 @@ def read_log(path_or_text, *, strict: bool = False, progress: Callable[[int], ob
     named = tuple(f"{p['file']}: {p['reason']}" for p in problems) + tuple(lost)
     if named:
         warnings.warn(f"read_log: skipped {len(named)} unreadable file(s); the rest was read: {'; '.join(named)}",
-                      stacklevel=2)
+                      stacklevel=3)
     return LogTables(**tables.build(readers, problems), problems=named)

@@ -252,15 +252,20 @@ def feed(reader: Reader, item: inputs.Input, progress: Callable[[int], object] |
             rows, shape = plain.rows.tolist(), plain.shape.tolist()
             codes = np.array([reader.cands.code(text) for text in plain.runners], dtype=np.int64)
             runners = codes[plain.runner].tolist()
-            tactics = np.array(plain.tactics, dtype=object)[plain.tactic].tolist()
+            codes = np.array([reader.cands.tactic_code(text) for text in plain.tactics], dtype=np.int64)
+            tactics = codes[plain.tactic].tolist()
             times = plain.time_ms.tolist()
             done = 0
             for first, stop in _segments(plain):
                 row = rows[first]
                 general(done, row)
                 shapes = plain.shapes[shape[first]]
-                if not reader.continues_in_bulk(shapes):
-                    general(row, row + 1)  # opens the group, or meets a pending failure or warning
+                if not reader.continues_in_bulk(shapes):  # it opens a group, or meets a pending failure or warning
+                    ts = data[starts[row]:starts[row] + g.TIMESTAMP_LENGTH].decode()
+                    parsed = g.Candidate(plain.runners[plain.runner[first]], plain.tactics[plain.tactic[first]], shapes,
+                                         times[first])
+                    if not reader.opening_candidate(lineno + row + 1, ts, parsed):
+                        general(row, row + 1)
                     first += 1
                     if first < stop and not reader.continues_in_bulk(shapes):
                         general(row + 1, rows[stop - 1] + 1)

@@ -223,7 +223,20 @@ class Reader:
         arm = self.arm
         return type(arm) is CandidateArm and arm.group is self.default.group and arm.group.shapes == shapes
 
-    def candidate_block(self, lines: range, runners: list[int], tactics: list[str], times: list[float]) -> None:
+    def opening_candidate(self, lineno: int, ts: str, parsed: g.Candidate) -> bool:
+        """A plain candidate line of the unprefixed stream that does not continue the open group (it opens one, or
+        meets a pending failure or warning), parsed by the bulk path: read as :meth:`line` reads it. False, with
+        nothing done, for the first line (whose text :meth:`line` keeps)."""
+        if lineno == 1:
+            return False
+        armed, self.arm = self.arm, None
+        stream = self.default
+        _, ended_at = self._begin(stream, lineno, ts, g.CANDIDATE)
+        self._timed(stream, lineno, parsed, armed, ended_at)
+        stream.in_profiles = False
+        return True
+
+    def candidate_block(self, lines: range, runners: list[int], tactics: list[int], times: list[float]) -> None:
         """Plain candidate lines of the unprefixed stream continuing the open group (see :meth:`continues_in_bulk`).
 
         The run's last line is moved when the group closes; its end time stays that of the last record
@@ -261,19 +274,8 @@ class Reader:
                 armed: CandidateArm | RepeatArm | ProfilesArm | None = None) -> None:
         """One whole record; ``at`` is where its " - flashinfer.jit: " starts, counted from its header;
         ``armed``: what the previous line armed."""
-        self.readable = True
         body = g.autotuner_body(msg)
-        # A new AutoTuner singleton after tuning calls: another process appended to the same file.
-        new_run = body is not None and body.startswith("use_global_timer") and stream.run is not None \
-            and stream.run.calls > 0
-        if new_run:
-            self._close_call(stream)
-        run = stream.run
-        if run is None or new_run:
-            run = self._run(stream, lineno, ts, new=new_run)
-        ended_at, (run.last_line, run.ended_at) = run.ended_at, (lineno, ts)
-        if stream.failure is not None and not (body or "").startswith(g.FAILED_DETAIL):
-            self._add_failure(stream, stream.failure)
+        run, ended_at = self._begin(stream, lineno, ts, body)
         if body is None:
             self._other_message(stream, lineno, ts, level, msg)
             return
@@ -287,11 +289,11 @@ class Reader:
             if body.startswith(g.WINNER):
                 self._winner(stream, lineno, ts, body, msg)
             else:
-                group = self._candidate(stream, lineno, body, msg)
-                if group is not None and unprefixed:
-                    if type(armed) is CandidateArm and armed.group is group:
-                        run.ended_at = ended_at  # a line the bulk path takes: it does not move the end time
-                    self.arm = CandidateArm(group)
+                parsed = g.parse_candidate(body)
+                if parsed is None:
+                    self.unreadable("garbled candidate line", lineno, msg, expected=g.EXPECTED_CANDIDATE)
+                else:
+                    self._timed(stream, lineno, parsed, armed, ended_at)
             stream.in_profiles = False
             return
         if body.startswith(g.GENERATED_PROFILE):
@@ -332,6 +334,23 @@ class Reader:
             self.count("ignored", "cold-L2 / CUPTI detail", lineno, msg)
         else:
             self._message_event(stream, lineno, ts, level, body, msg)
+
+    def _begin(self, stream: Stream, lineno: int, ts: str, body: str | None) -> tuple[Run, str | None]:
+        """What every whole record does first: its run (a new one after a new AutoTuner singleton), the run's last
+        line and end time, a pending failure added. Returns the run and its end time before this record."""
+        self.readable = True
+        # A new AutoTuner singleton after tuning calls: another process appended to the same file.
+        new_run = body is not None and body.startswith("use_global_timer") and stream.run is not None \
+            and stream.run.calls > 0
+        if new_run:
+            self._close_call(stream)
+        run = stream.run
+        if run is None or new_run:
+            run = self._run(stream, lineno, ts, new=new_run)
+        ended_at, (run.last_line, run.ended_at) = run.ended_at, (lineno, ts)
+        if stream.failure is not None and not (body or "").startswith(g.FAILED_DETAIL):
+            self._add_failure(stream, stream.failure)
+        return run, ended_at
 
     def _other_message(self, stream, lineno, ts, level, msg) -> None:
         if msg.startswith("Building JIT module "):
@@ -445,17 +464,16 @@ class Reader:
         call.bar_n, call.bar_total, call.bar_elapsed_s = bar.n, bar.total, bar.elapsed_s
 
     # -- candidates, failures, winners -------------------------------------------------------
-    def _candidate(self, stream: Stream, lineno: int, body: str, msg: str) -> Group | None:
-        """Add a candidate; returns its group when the next plain candidate may continue it in bulk."""
-        parsed = g.parse_candidate(body)
-        if parsed is None:
-            self.unreadable("garbled candidate line", lineno, msg, expected=g.EXPECTED_CANDIDATE)
-            return None
+    def _timed(self, stream: Stream, lineno: int, parsed: g.Candidate, armed, ended_at: str | None) -> None:
+        """Add a timed candidate; arm its group when the next plain candidate may continue it in bulk."""
         group = self._group_for(stream, lineno, parsed.shapes)
         odd = Odd("fallback", stream.fallback_warning) if stream.fallback_warning else None
         stream.fallback_warning = None
         self.cands.add(group.gid, lineno, parsed.runner, parsed.tactic, parsed.time_ms, odd)
-        return group if odd is None and stream.failure is None else None
+        if odd is None and stream.failure is None and stream is self.default:
+            if type(armed) is CandidateArm and armed.group is group:
+                stream.run.ended_at = ended_at  # a line the bulk path takes: it does not move the end time
+            self.arm = CandidateArm(group)
 
     def _failure(self, stream: Stream, lineno: int, body: str, msg: str) -> None:
         """"Skipping tactic R T, due to failure ...: e" then "Failed when profiling R T, shapes=S. Error occurred: e"."""
@@ -561,12 +579,13 @@ class Reader:
         """The group's fastest timed candidate of the winner's runner and tactic, or None."""
         c = self.cands
         rows = c.rows(group)
-        code = c.reprs.get(runner_repr)
-        chosen = [k for k in rows if c.tactic[k] == tactic_text and c.runner[k] == code]
+        code, printed = c.reprs.get(runner_repr), c.tactics.get(tactic_text)
+        chosen = [k for k in rows if c.tactic[k] == printed and c.runner[k] == code]
         if not chosen:  # the same tactic printed another way, or the runner's repr differs: compare decoded
             reprs = {code: text for text, code in c.reprs.items()}
-            chosen = [k for k in rows
-                      if g.tactic_text(c.tactic[k]) == tactic and g.runner_parts(reprs[c.runner[k]])[0] == runner]
+            texts = {code: text for text, code in c.tactics.items()}
+            chosen = [k for k in rows if g.tactic_text(texts[c.tactic[k]]) == tactic
+                      and g.runner_parts(reprs[c.runner[k]])[0] == runner]
         odd = c.odd
         chosen = [k for k in chosen if k not in odd or odd[k].status != "failed"]  # c.status(k), inline: per winner
         return min(chosen, key=lambda k: c.time[k] if c.time[k] == c.time[k] else math.inf) if chosen else None

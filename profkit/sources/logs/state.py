@@ -136,8 +136,8 @@ class Odd:
 class Candidates:
     """Every candidate of a source, column by column, in log order.
 
-    Runner reprs are kept once, rows hold their code; rows are plain ``status="ok"`` unless
-    ``odd`` holds an :class:`Odd` for them.
+    Runner reprs and tactic texts are kept once, rows hold their codes; rows are plain
+    ``status="ok"`` unless ``odd`` holds an :class:`Odd` for them.
     """
 
     def __init__(self):
@@ -145,7 +145,8 @@ class Candidates:
         self.line: list[int] = []
         self.runner: list[int] = []  # the runner's repr, as its index in ``reprs``
         self.reprs: dict[str, int] = {}
-        self.tactic: list[str] = []  # the tactic as printed
+        self.tactic: list[int] = []  # the tactic as printed, as its index in ``tactics``
+        self.tactics: dict[str, int] = {}
         self.time: list[float] = []
         self.odd: dict[int, Odd] = {}
 
@@ -158,11 +159,11 @@ class Candidates:
         self.group.append(gid)
         self.line.append(line)
         self.runner.append(self.code(runner))
-        self.tactic.append(tactic)
+        self.tactic.append(self.tactic_code(tactic))
         self.time.append(time_ms)
 
-    def extend(self, gid: int, lines: range, runners: list[int], tactics: list[str], times: list[float]) -> None:
-        """Plain rows of one group, many at once (the bulk path); runners are codes."""
+    def extend(self, gid: int, lines: range, runners: list[int], tactics: list[int], times: list[float]) -> None:
+        """Plain rows of one group, many at once (the bulk path); runners and tactics are codes."""
         self.group.extend([gid] * len(lines))
         self.line.extend(lines)
         self.runner.extend(runners)
@@ -171,6 +172,9 @@ class Candidates:
 
     def code(self, runner: str) -> int:
         return self.reprs.setdefault(runner, len(self.reprs))
+
+    def tactic_code(self, tactic: str) -> int:
+        return self.tactics.setdefault(tactic, len(self.tactics))
 
     def rows(self, group: Group) -> list[int]:
         tail = self.group[group.first:]

@@ -73,8 +73,8 @@ def _candidate_frame(reader: Reader, buckets: pd.DataFrame) -> pd.DataFrame:
     codes = np.asarray(c.runner, dtype=np.int64)
     for k, column in enumerate(("runner", "runner_id")):
         frame[column] = _per_row([n[k] for n in names] or [None], "string", codes)
-    tactic_codes, tactics = pd.factorize(np.asarray(c.tactic, dtype=object), use_na_sentinel=False)
-    frame["tactic"] = _per_row([g.tactic_text(t) for t in tactics] or [None], "string", tactic_codes)
+    frame["tactic"] = _per_row([g.tactic_text(t) for t in c.tactics] or [None], "string",
+                               np.asarray(c.tactic, dtype=np.int64))
     times = np.asarray(c.time, dtype=np.float64)
     frame["time_ms"] = np.where(np.isfinite(times), times, np.nan)  # as the capture: no inf
     for field, plain in (("status", "ok"), ("error", ""), ("api", None)):
@@ -82,8 +82,21 @@ def _candidate_frame(reader: Reader, buckets: pd.DataFrame) -> pd.DataFrame:
         if c.odd:
             values[list(c.odd)] = pd.array([getattr(odd, field) for odd in c.odd.values()], dtype="string")
         frame[field] = values
-    frame["seq"] = frame.groupby("run_id", sort=False).cumcount().add(1).astype("Int64")
+    runs = {id(run): k for k, run in enumerate(reader.runs)}
+    frame["seq"] = pd.array(_counts_within(np.asarray([runs[id(gr.call.run)] for gr in groups], dtype=np.int64)[rows]),
+                            dtype="Int64")
     return frame
+
+
+def _counts_within(codes: np.ndarray) -> np.ndarray:
+    """1, 2, ... per value of ``codes``, in row order (a groupby's cumcount + 1)."""
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(codes) else np.zeros(0, dtype=np.int64)
+    position = np.arange(len(codes)) - np.repeat(starts, np.diff(np.r_[starts, len(codes)]))
+    counts = np.empty(len(codes), dtype=np.int64)
+    counts[order] = position + 1
+    return counts
 
 
 def _group_counts(reader: Reader) -> tuple[np.ndarray, np.ndarray]:
