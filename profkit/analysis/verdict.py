@@ -181,28 +181,36 @@ def compare_samples(frame: pd.DataFrame, *, by: Sequence[str], label_col: str, b
     unit = unit_col or "_row"
     if unit_col is None:
         rows = rows.assign(_row=rows.groupby(keys, dropna=False, sort=False).cumcount())
-    medians = rows.groupby([*keys, unit], dropna=False, sort=True, observed=True)[value_col].median()
-    per_label = {key: grp.droplevel(keys) for key, grp in medians.groupby(level=keys, dropna=False, sort=True)}
-    points: dict[tuple, dict] = {}
-    for key, grp in per_label.items():
-        points.setdefault(tuple(key[:-1]), {})[key[-1]] = grp
+    medians = rows.groupby([*keys, unit], dropna=False, sort=True, observed=True)[value_col].median().reset_index()
+    # Sorted by point, label and unit: each (point, label) is one run of rows. Plain arrays from here on.
+    values = medians[value_col].to_numpy(dtype=float)
+    units = _unit_codes(medians[unit])
+    label_of = medians.groupby(keys, dropna=False, sort=False, observed=True).ngroup().to_numpy()
+    point_of = medians.groupby(by, dropna=False, sort=False, observed=True).ngroup().to_numpy() if by \
+        else np.zeros(len(medians), dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, label_of[1:] != label_of[:-1]])
+    ends = np.r_[starts[1:], len(medians)]
+    labels = medians[label_col].to_numpy(dtype=object)
+    point_values = medians[by].to_numpy(dtype=object) if by else np.empty((len(medians), 0), dtype=object)
     out, designs = [], []
-    for point, labels in points.items():
-        base = _label_units(labels, baseline)
+    for first, last in _runs(point_of[starts]):
+        segments = list(zip(starts[first:last], ends[first:last]))
+        base = next(((i, j) for i, j in segments if _same_label(labels[i], baseline)), None)
         if base is None:
             continue
-        for label, units in labels.items():
-            if _same_label(label, baseline):
+        b_units, b_values = units[base[0]:base[1]], values[base[0]:base[1]]
+        for i, j in segments:
+            if _same_label(labels[i], baseline):
                 continue
-            shared = units.index.intersection(base.index)
+            a_units, a_values = units[i:j], values[i:j]
+            shared, ia, ib = np.intersect1d(a_units, b_units, assume_unique=True, return_indices=True)
             pair = paired is True or (paired == "auto" and unit_col is not None and len(shared) >= min_units)
-            a, b = (units.loc[shared], base.loc[shared]) if pair else (units, base)
-            row = _design(np.log(a.to_numpy(dtype=float)), np.log(b.to_numpy(dtype=float)), paired=pair,
-                          ratio_sd=ratio_sd, min_units=min_units)
+            a, b = (a_values[ia], b_values[ib]) if pair else (a_values, b_values)
+            row = _design(np.log(a), np.log(b), paired=pair, ratio_sd=ratio_sd, min_units=min_units)
             designs.append(row)
-            out.append({**dict(zip(by, point)), label_col: label, "baseline": baseline,
-                        "value": float(np.exp(np.mean(np.log(units.to_numpy(dtype=float))))),
-                        "baseline_value": float(np.exp(np.mean(np.log(base.to_numpy(dtype=float))))),
+            out.append({**dict(zip(by, point_values[i])), label_col: labels[i], "baseline": baseline,
+                        "value": float(np.exp(np.mean(np.log(a_values)))),
+                        "baseline_value": float(np.exp(np.mean(np.log(b_values)))),
                         "n": len(a), "n_baseline": len(b), "design": row["design"], "note": row["note"]})
     if not out:
         return _empty(columns)
@@ -374,20 +382,28 @@ def aa_step_points(bench: pd.DataFrame, *, kinds: Sequence[str] = ("series", "sa
     rows = step_units(bench.dropna(subset=["step_ms"]))
     if "source" not in rows.columns:
         rows = rows.assign(source="")
+    rows = rows.reset_index(drop=True)
+    cols = {c: rows[c].to_numpy(dtype=object) for c in ("model", "dtype", "series", "unit", "state")}
+    ms = rows["step_ms"].to_numpy(dtype=float)
+    picks = rows["picks"].fillna("").astype(str).to_numpy(dtype=object) if "picks" in rows.columns else None
     out = []
-    for (source, phase, tokens), g in rows.groupby(["source", "phase", "tokens"], sort=True):
-        first = g.iloc[0]
-        where = {"model": first["model"], "dtype": first["dtype"], "source": source, "phase": phase, "tokens": tokens}
-        units = {s: grp.groupby("unit")["step_ms"] for s, grp in g.groupby("series", sort=True)}
-        reps = {s: grp["step_ms"].to_numpy(dtype=float) for s, grp in g.groupby("series", sort=True)}
+    for (source, phase, tokens), idx in rows.groupby(["source", "phase", "tokens"], sort=True).indices.items():
+        where = {"model": cols["model"][idx[0]], "dtype": cols["dtype"][idx[0]], "source": source, "phase": phase,
+                 "tokens": tokens}
+        of_series: dict = {}
+        for i in idx:
+            of_series.setdefault(cols["series"][i], []).append(i)
+        units = {s: _unit_medians(cols["unit"][at], ms[at]) for s, at in of_series.items()}
+        reps = {s: ms[at] for s, at in of_series.items()}
         for s in sorted(units) if "series" in kinds else ():
             base = s.rsplit("-", 1)[0] if s.rsplit("-", 1)[-1].isdigit() else None
             if base in units:
                 out.append(_aa_row(where, "series", s, base, units, reps, rule))
-        for s in _same_kernel_series(g) if "same_kernels" in kinds else ():
+        for s in _same_kernel_series(of_series, picks, cols["state"]) if "same_kernels" in kinds else ():
             out.append(_aa_row(where, "same_kernels", s, "untuned", units, reps, rule))
         for s in sorted(units) if "single_pass" in kinds else ():
-            passes = [(u, v.to_numpy(dtype=float)) for u, v in g[g["series"] == s].groupby("unit")["step_ms"]]
+            at = np.asarray(of_series[s])
+            passes = [(u, ms[at[cols["unit"][at] == u]]) for u in units[s].index]
             for i in range(len(passes)):
                 for j in range(i + 1, len(passes)):
                     (ui, a), (uj, b) = passes[i], passes[j]
@@ -513,7 +529,7 @@ def aa_verify_agreement(pairs: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_S
 
 
 def _aa_row(where: dict, kind: str, series: str, base: str, units: dict, reps: dict, rule: dict) -> dict:
-    a, b = units[series].median(), units[base].median()
+    a, b = units[series], units[base]
     shared = a.index.intersection(b.index)
     paired = len(shared) >= rule.get("min_units", MIN_UNITS)
     c = compare_two(a.loc[shared] if paired else a, b.loc[shared] if paired else b, paired=paired, **rule)
@@ -521,21 +537,30 @@ def _aa_row(where: dict, kind: str, series: str, base: str, units: dict, reps: d
             "old_beyond_noise": old_step_rule(reps[series], reps[base]), **_fields(c)}
 
 
+def _unit_medians(units: np.ndarray, values: np.ndarray) -> pd.Series:
+    """The median value per unit, indexed by the sorted unit ids."""
+    ids, inverse = np.unique(units, return_inverse=True)
+    return pd.Series([float(np.median(values[inverse == k])) for k in range(len(ids))], index=ids)
+
+
 def _fields(c: Comparison) -> dict:
     return {"effect": c.effect, "effect_lo": c.effect_lo, "effect_hi": c.effect_hi, "verdict": c.verdict, "n": c.n,
             "n_baseline": c.n_baseline, "design": c.design, "detectable": c.detectable}
 
 
-def _same_kernel_series(rows: pd.DataFrame) -> list[str]:
-    """Series of another state that ran exactly the untuned picks at this size (recorded ``picks``)."""
-    if "picks" not in rows.columns:
+def _same_kernel_series(of_series: dict, picks: np.ndarray | None, states: np.ndarray) -> list[str]:
+    """Series of another state that ran exactly the untuned picks at this size (recorded ``picks``): each series'
+    first recorded picks, from its rows' positions ``of_series``."""
+    if picks is None:
         return []
-    recorded = rows[rows["picks"].fillna("").astype(str).str.contains("=")]
-    first = recorded.groupby("series")["picks"].first()
-    states = recorded.groupby("series")["state"].first()
-    if "untuned" not in first.index:
+    first = {}
+    for s, at in of_series.items():
+        recorded = [i for i in at if "=" in picks[i]]
+        if recorded:
+            first[s] = (picks[recorded[0]], states[recorded[0]])
+    if "untuned" not in first:
         return []
-    return sorted(s for s, p in first.items() if states[s] != "untuned" and p == first["untuned"])
+    return sorted(s for s, (p, state) in first.items() if state != "untuned" and p == first["untuned"][0])
 
 
 # -- the rule's parts ---------------------------------------------------------------------------
@@ -640,11 +665,20 @@ def _betainc(a: float, b: float, x: float) -> float:
     return math.exp(ln_front) * h / a
 
 
-def _label_units(labels: dict, wanted: str):
-    for label, units in labels.items():
-        if _same_label(label, wanted):
-            return units
-    return None
+def _unit_codes(units: pd.Series) -> np.ndarray:
+    """Integer codes of unit ids that keep their order (so shared units pair up in the order of the ids)."""
+    try:
+        return pd.factorize(units, sort=True, use_na_sentinel=False)[0]
+    except TypeError:  # ids of mixed types have no order: any consistent code pairs them
+        return pd.factorize(units.astype(str), sort=True)[0]
+
+
+def _runs(ids: np.ndarray):
+    """(first, last) index ranges of the runs of equal values in ``ids``."""
+    if not len(ids):
+        return
+    edges = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1], True])
+    yield from zip(edges[:-1], edges[1:])
 
 
 def _same_label(label, wanted: str) -> bool:
