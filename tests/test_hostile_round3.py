@@ -476,3 +476,13 @@ def test_a_full_disk_marks_the_calls_it_kept_until_they_are_written(tmp_path, mo
         assert profkit.load(tmp_path).problems == ()  # its process runs on: the rows are kept, not lost
         T.tune(OPS[2], runners(), M)
         assert not mark.exists()
+
+
+def test_repair_never_replaces_a_shipped_data_file(tmp_path, capsys):
+    shipped = next((DATA / "h200-verify" / "repaired").glob("*.json"))
+    before = shipped.read_bytes()
+    verify = write_verify(tmp_path / "verify.parquet", [pick_rows("r", "k1", 0.5)])
+    assert main(["repair", str(verify), "--out", str(shipped)]) == 1
+    err = one_line_error(capsys)
+    assert f"--out {shipped}: is a shipped data file" in err and "choose another --out" in err
+    assert shipped.read_bytes() == before

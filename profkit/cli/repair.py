@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from profkit.cli._paths import need_file
+from profkit.errors import ProfkitError
 
 NAME = "repair"
 HELP = "write a FlashInfer cache file holding, per bucket, the serving-verified best (or the default)"
@@ -39,6 +41,7 @@ def run(args) -> int:
         need_file(path, "--like", "the capture's FlashInfer cache file (cache.json)")
     inputs = [*args.verify, *args.like]
     atomic.refuse_inputs([args.out], inputs)
+    _refuse_shipped(args.out)
     verify, set_aside = usable_timings(read_verify(*args.verify))
     for reason in set_aside:
         print(f"profkit repair: set aside {reason}: they choose no pick", file=sys.stderr)
@@ -55,6 +58,16 @@ def run(args) -> int:
           f"{len(picks) - to_default} serving-best; tuner's runner kept in {kept}) -> {args.out}", file=sys.stderr)
     print(args.out)
     return 0
+
+
+def _refuse_shipped(out: Path) -> None:
+    """An existing file of the shipped data (the repository's ``data/``, read by the docs and tests) is never replaced."""
+    from profkit.catalog import shipped_root
+
+    shipped, folder = shipped_root().resolve(), out.absolute().parent.resolve()
+    if os.path.lexists(out) and (folder == shipped or shipped in folder.parents):
+        raise ProfkitError(f"--out {out}: is a shipped data file (under {shipped}); profkit never replaces shipped "
+                           "data: choose another --out")
 
 
 def _running_metadata() -> dict:
