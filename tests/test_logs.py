@@ -355,3 +355,35 @@ def test_extra_column_groups_describe_the_log_and_cache_tables():
     for table in ("candidates", "winners", "tuning", "runs"):
         check(getattr(FULL, table), table, f"{table}.log")
     check(profkit.read_cache(TEST_DATA / "cache_metadata_mismatch").winners, "winners", "winners.cache")
+
+
+# -- several files in a process pool ---------------------------------------------------------------
+
+POOLED = [DATA / "h200" / "fp8" / "debug.log.gz", DATA / "h200-engine-like" / "logs" / "rank0.log",
+          DATA / "h200-engine-like" / "logs" / "rank1.log", RANKS / "rank0.log"]
+
+
+def test_a_pool_reads_several_files_as_one_process_does():
+    """Same six tables, rows in the same order, with a pool of two processes as in this process alone."""
+    alone, pooled = profkit.read_log(POOLED, workers=1), profkit.read_log(POOLED, workers=2)
+    for name in log_golden.TABLES:
+        pd.testing.assert_frame_equal(getattr(pooled, name), getattr(alone, name), obj=name)
+    assert list(pooled.candidates["file"].unique()) == ["debug.log.gz", "logs/rank0.log", "rank1.log",
+                                                        "log_interleaved_ranks/rank0.log"]
+
+
+def test_a_pool_reports_progress_and_names_a_file_it_could_not_read(tmp_path):
+    seen = []
+    profkit.read_log(POOLED, workers=2, progress=seen.append)
+    assert sum(seen) == sum(p.stat().st_size for p in POOLED)  # gzip: its compressed bytes
+    with pytest.raises(ParseError, match="missing.log: no such file"):
+        profkit.read_log([*POOLED[:2], tmp_path / "missing.log"], workers=2, strict=True)
+    with pytest.warns(UserWarning, match=r"skipped 1 unreadable file\(s\).*missing.log"):
+        log = profkit.read_log([tmp_path / "missing.log", *POOLED[:2]], workers=2)
+    assert set(log.candidates["file"]) == {"debug.log.gz", "rank0.log"}
+
+
+@pytest.mark.parametrize("workers", [0, -1, 1.5, True, "2"])
+def test_workers_must_be_a_whole_number(workers):
+    with pytest.raises(ValueError, match="workers must be a whole number"):
+        profkit.read_log(POOLED[:1], workers=workers)
