@@ -107,7 +107,7 @@ def _by_series(step: pd.DataFrame) -> pd.DataFrame:
 
 
 def step_predictions(step: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataFrame, *,
-                     routing: str = "tuner", state: str = "tuned") -> pd.DataFrame:
+                     routing: str = "tuner", state: str = "tuned", changes: pd.DataFrame | None = None) -> pd.DataFrame:
     """The MoE step change of ``state`` against untuned: predicted from capture and from verify, and measured.
 
     Per step size (tokens = the MoE's M): the capture predicts ``layers x (pick - default)`` by the
@@ -123,6 +123,7 @@ def step_predictions(step: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataF
         verify: the MoE verify table of that capture.
         routing: the verify routing whose timings predict.
         state: the step series predicted.
+        changes: :func:`step_changes` of ``step`` when already computed (the same rows).
 
     Returns:
         :data:`PREDICTION_COLUMNS`, one row per (phase, tokens): verify_over_measured (predicted
@@ -130,8 +131,8 @@ def step_predictions(step: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataF
     """
     require(step, ("model", "phase", "tokens", "layers", "step_ms"), "step rows")
     require(winners, ("bucket", "time_ms", "default_time_ms"), "winners")
-    changes = step_changes(step)
-    changes = changes[changes["state"] == state]
+    changes = step_changes(step) if changes is None else changes
+    changes = changes[(changes["state"] == state).to_numpy(dtype=bool)]
     if changes.empty:
         return empty(PREDICTION_COLUMNS)
     layers = int(step["layers"].dropna().iloc[0])
@@ -162,7 +163,10 @@ def step_predictions(step: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataF
 
 def _served_delta(verify: pd.DataFrame, routing: str, *, repaired: bool) -> dict[int, float]:
     """{M: serving ms of what the tuned (or repaired) op runs at M minus the default's}, under ``routing``."""
-    rows = moe_rows(of_routing(verify, routing))
+    needed = [c for c in ("run_id", "op", "shape", "routing", "m", "bucket", "runner", "tactic", "winner", "default",
+                          "cache_choice", "tuner_rank", "file_key", "serving_ms", "serving_p10_ms", "serving_p90_ms")
+              if c in verify.columns]  # the few columns used: filtering a wide frame costs per column
+    rows = moe_rows(of_routing(verify[needed], routing))
     picks = repair_picks(rows).set_index("bucket")["tactic"] if repaired else None
     out = {}
     for m, at_m in rows.groupby("m"):
@@ -351,7 +355,7 @@ def _one_step_set(rows: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataFram
     if len(verify) and len(cache):
         verified_run = verify["run_id"].iloc[0]
         won = winners[winners["run_id"] == verified_run]
-        pred = pd.concat([step_predictions(rows, won, verify, routing=routing, state=state)
+        pred = pd.concat([step_predictions(rows, won, verify, routing=routing, state=state, changes=changes)
                           for state in ("cache", "repaired")], ignore_index=True)
         beyond = pred[pred["beyond_noise"].fillna(False).to_numpy(dtype=bool)]
         ratio = beyond["verify_over_measured"]

@@ -620,13 +620,15 @@ def _moe_frames(runs, verdicts: pd.DataFrame | None = None) -> dict:
     changes, predictions = [], []
     for source, rows in (runs.step.groupby("source", sort=True) if len(runs.step) else []):
         model = str(rows["model"].dropna().iloc[0]) if rows["model"].notna().any() else ""
-        changes.append(moe.step_changes(rows).assign(source=str(source), model=model))
+        changed = moe.step_changes(rows)
+        changes.append(changed.assign(source=str(source), model=model))
         verified = runs.verify[runs.verify["run_id"].map(model_of) == model] if len(runs.verify) else runs.verify
         if len(verified):
             run = sorted(verified["run_id"].unique())[0]
             won = t.winners[t.winners["run_id"] == run]
-            predictions += [moe.step_predictions(rows, won, verified[verified["run_id"] == run], state=s)
-                            .assign(source=str(source)) for s in ("cache", "repaired")]
+            predictions += [moe.step_predictions(rows, won, verified[verified["run_id"] == run], state=s,
+                                                 changes=changed).assign(source=str(source))
+                            for s in ("cache", "repaired")]
     out["changes"] = pd.concat(changes, ignore_index=True) if changes else pd.DataFrame()
     out["predictions"] = pd.concat([p for p in predictions if len(p)], ignore_index=True) \
         if any(len(p) for p in predictions) else pd.DataFrame()
