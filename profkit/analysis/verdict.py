@@ -295,6 +295,37 @@ def compare_ratios(frame: pd.DataFrame, *, by: Sequence[str], log_ratio_col: str
         return _empty(columns)
     g = rows.groupby(by, sort=True, observed=True, dropna=False)
     stats = g.agg(n=("_d", "size"), d=("_d", "mean"), sd=("_d", "std"), ratio_sd=("_sd", "mean")).reset_index()
+    return compare_ratio_stats(stats, by=by, floor=floor, confidence=confidence, min_units=min_units)
+
+
+def compare_ratio_stats(stats: pd.DataFrame, *, by: Sequence[str], floor: float = DRIFT_FLOOR,
+                        confidence: float = CONFIDENCE, min_units: int = MIN_UNITS) -> pd.DataFrame:
+    """The rule on paired units already summarised per group: :func:`compare_ratios` from its sufficient statistics.
+
+    For units summarised where they lie (a DuckDB query over a fleet's runs, :mod:`profkit.query`), so
+    that the units never travel: the same designs, intervals and verdicts as :func:`compare_ratios` on the
+    units themselves.
+
+    Args:
+        stats: one row per comparison: the ``by`` columns, ``n`` (units), ``d`` (their mean log ratio,
+            candidate over baseline), ``sd`` (its standard deviation across units, ddof 1; NaN for one unit)
+            and ``ratio_sd`` (calibrated sd of one unit's log ratio; NaN: none).
+        by: the columns of one comparison.
+        floor: the drift floor (relative).
+        confidence: two-sided confidence of the interval.
+        min_units: fewer units than this estimate no spread.
+
+    Returns:
+        One row per ``stats`` row with at least one unit, in its order: the ``by`` columns and
+        :data:`RATIO_COLUMNS`.
+    """
+    by = list(by)
+    require(stats, [*by, "n", "d", "sd", "ratio_sd"], "ratio statistics")
+    _check_rule(floor=floor, confidence=confidence, min_units=min_units)
+    columns = {**{c: stats[c].dtype for c in by}, **RATIO_COLUMNS}
+    stats = stats[pd.to_numeric(stats["n"], errors="coerce").fillna(0).to_numpy(dtype=float) >= 1]
+    if stats.empty:
+        return _empty(columns)
     n = stats["n"].to_numpy(dtype=float)
     paired = n >= min_units
     calibrated = ~paired & np.isfinite(stats["ratio_sd"].to_numpy(dtype=float))
