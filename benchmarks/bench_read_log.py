@@ -1,18 +1,24 @@
 """How fast profkit.read_log is, next to just reading the lines of the same file.
 
-    .venv/bin/python benchmarks/bench_read_log.py [--lines 1000000] [--log data/h200/fp8/debug.log.gz]
+    .venv/bin/python benchmarks/bench_read_log.py [--lines 1000000] [--log PATH ...] [--keep /tmp/mixed.log]
+        [--files 8]
 
-Builds a synthetic log of at least ``--lines`` lines by repeating a real H200 debug log (each copy
-is a new process to the reader: it starts with FlashInfer's "use_global_timer" line), writes it
-uncompressed to a temporary file, then times, in the same run and on the same file:
+Builds a log of at least ``--lines`` lines from real H200 debug logs (by default every shipped one:
+``data/h200/*/debug.log.gz``, ``data/h200-moe/*/debug.log``, ``data/h200-engine-like/logs/*.log``:
+fp8, bf16 and MoE tuning calls, tqdm-glued records, fallback-call runs, cuDNN warnings, prefixed
+ranks), the sources in a seeded shuffled order per copy (each copy of a log is a new process to
+the reader: it starts with FlashInfer's "use_global_timer" line), writes it uncompressed, then
+times, in the same run and on the same file:
 
 - bare read: ``for line in open(path)`` (text mode, as a plain script reads a log);
-- bare read, bytes: ``for line in open(path, "rb")`` (the floor: no decoding);
+- bare read + split: the same, splitting each line on whitespace (the least a parser does);
 - ``profkit.read_log(path)``: every line split, classified and turned into tables.
 
-Prints lines/s of each and read_log's speed as a fraction of both bare reads (target: >= 50% of
-the bare text read), then read_log's peak memory, measured in a fresh interpreter (its peak
+Prints wall and CPU seconds of each and read_log's speed as a fraction of both bare reads, by
+wall and by CPU time (target: >= 50% of a bare read; CPU time is the steadier on a shared machine), then read_log's peak memory, measured in a fresh interpreter (its peak
 resident set while reading, less what it held before) beside the file's size (target: <= 3x).
+With ``--files N`` it also reads N logs of ``--lines / N`` lines as one list, in one process and
+with the process pool read_log uses for several files, and prints the ratio of their wall times.
 Each timing is the best of ``--repeat`` runs. No assertion: this is a measurement.
 """
 
@@ -20,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -27,31 +35,40 @@ import time
 from pathlib import Path
 
 import profkit
+from profkit.sources import logs
 
 ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ("data/h200/*/debug.log.gz", "data/h200-moe/*/debug.log", "data/h200-engine-like/logs/*.log")
 
 
-def build(source: Path, lines: int, target: Path) -> int:
-    """Write ``source`` (gz or text) repeated until ``target`` holds >= ``lines`` lines; return the count."""
+def _text(source: Path) -> bytes:
     data = source.read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    if not data.endswith(b"\n"):
-        data += b"\n"
-    copies = -(-lines // data.count(b"\n"))
+    data = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    return data if data.endswith(b"\n") else data + b"\n"
+
+
+def build(sources: list[Path], lines: int, target: Path, seed: int = 0) -> int:
+    """Write copies of ``sources`` (gz or text), each copy in a shuffled order, until ``target`` holds >= ``lines``
+    lines; return the count."""
+    texts = [_text(s) for s in sources]
+    rng, written = random.Random(seed), 0
     with open(target, "wb") as f:
-        for _ in range(copies):
-            f.write(data)
-    return copies * data.count(b"\n")
+        while written < lines:
+            for data in rng.sample(texts, len(texts)):
+                f.write(data)
+                written += data.count(b"\n")
+    return written
 
 
-def best(fn, repeat: int) -> float:
-    times = []
+def best(fn, repeat: int) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``fn``, each the least of ``repeat`` runs (CPU time is steadier on a shared machine)."""
+    wall, cpu = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return min(wall), min(cpu)
 
 
 def bare_text(path: Path) -> None:
@@ -60,10 +77,10 @@ def bare_text(path: Path) -> None:
             pass
 
 
-def bare_bytes(path: Path) -> None:
-    with open(path, "rb") as f:
-        for _ in f:
-            pass
+def bare_split(path: Path) -> None:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line.split()
 
 
 PEAK = """
@@ -86,30 +103,60 @@ def peak_bytes(path: Path) -> int:
     return int(result.stdout.split()[-1])
 
 
+def _named(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def single(path: Path, n: int, sources: list[Path], repeat: int) -> None:
+    size_mb = path.stat().st_size / 1e6
+    text_s = best(lambda: bare_text(path), repeat)
+    split_s = best(lambda: bare_split(path), repeat)
+    tables = []
+    parse_s = best(lambda: tables.append(profkit.read_log(path)), repeat)
+    t = tables[-1]
+    tables.clear()
+    peak = peak_bytes(path)
+    print(f"log: {n:,} lines, {size_mb:.0f} MB, {len(t.runs)} runs, {len(t.candidates):,} candidates, "
+          f"{len(t.winners):,} winners, {len(t.events):,} events (from {len(sources)} shipped logs: "
+          f"{', '.join(_named(s) for s in sources[:3])}{', ...' if len(sources) > 3 else ''})")
+    for name, (wall, cpu) in (("bare read, text", text_s), ("bare read + split", split_s), ("profkit.read_log", parse_s)):
+        print(f"{name:<22} {wall:7.3f} s wall {cpu:7.3f} s CPU  {n / cpu / 1e6:6.2f} M lines/s (CPU)")
+    for k, unit in enumerate(("wall", "CPU")):
+        print(f"read_log speed ({unit}) = {text_s[k] / parse_s[k]:.0%} of a bare text read, "
+              f"{split_s[k] / parse_s[k]:.0%} of a bare read + split (target: >= 50% of the bare read)")
+    print(f"read_log peak memory = {peak / 1e6:.0f} MB = {peak / (size_mb * 1e6):.2f}x the file's size")
+
+
+def several(sources: list[Path], lines: int, files: int, folder: Path, repeat: int) -> None:
+    """Read ``files`` logs of ``lines / files`` lines each as one list: in one process, then with the pool."""
+    paths = []
+    for k in range(files):
+        paths.append(folder / f"rank{k}.log")
+        build(sources, lines // files, paths[-1], seed=k)
+    one = best(lambda: logs.read_log(paths, workers=1), repeat)[0]
+    pool = best(lambda: logs.read_log(paths), repeat)[0]
+    print(f"{files} logs of {lines // files:,}+ lines, {os.cpu_count()} cores: one process {one:.3f} s, "
+          f"pool of {min(files, os.cpu_count() or 1)} {pool:.3f} s = {pool / one:.2f}x of one process")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, default=1_000_000)
-    parser.add_argument("--log", type=Path, default=ROOT / "data" / "h200" / "fp8" / "debug.log.gz")
+    parser.add_argument("--log", type=Path, nargs="+", help="logs to repeat (default: every shipped H200 log)")
+    parser.add_argument("--keep", type=Path, help="write the built log here and keep it (else a temporary file)")
+    parser.add_argument("--files", type=int, default=0, help="also read this many logs as one list (pool vs one)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    sources = args.log or sorted(p for pattern in SHIPPED for p in ROOT.glob(pattern))
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "synthetic.log"
-        n = build(args.log, args.lines, path)
-        size_mb = path.stat().st_size / 1e6
-        text_s = best(lambda: bare_text(path), args.repeat)
-        bytes_s = best(lambda: bare_bytes(path), args.repeat)
-        tables = []
-        parse_s = best(lambda: tables.append(profkit.read_log(path)), args.repeat)
-        t = tables[-1]
-        tables.clear()
-        peak = peak_bytes(path)
-    print(f"synthetic log: {n:,} lines, {size_mb:.0f} MB, {len(t.runs)} runs, {len(t.candidates):,} candidates, "
-          f"{len(t.winners):,} winners (from {args.log.relative_to(ROOT) if args.log.is_relative_to(ROOT) else args.log})")
-    print(f"{'bare read, text':<22} {text_s:7.3f} s  {n / text_s / 1e6:6.2f} M lines/s")
-    print(f"{'bare read, bytes':<22} {bytes_s:7.3f} s  {n / bytes_s / 1e6:6.2f} M lines/s")
-    print(f"{'profkit.read_log':<22} {parse_s:7.3f} s  {n / parse_s / 1e6:6.2f} M lines/s")
-    print(f"read_log speed = {text_s / parse_s:.0%} of a bare text read, {bytes_s / parse_s:.0%} of a bare bytes read")
-    print(f"read_log peak memory = {peak / 1e6:.0f} MB = {peak / (size_mb * 1e6):.2f}x the file's size")
+        path = args.keep or Path(tmp) / "mixed.log"
+        if not (args.keep and path.exists()):
+            build(sources, args.lines, path)
+        with open(path, "rb") as f:
+            n = sum(1 for _ in f)
+        single(path, n, sources, args.repeat)
+        if args.files:
+            several(sources, args.lines, args.files, Path(tmp), args.repeat)
 
 
 if __name__ == "__main__":

@@ -34,8 +34,10 @@ DUE_TO_FAILURE, WHILE_RANKING = ", due to failure while profiling: ", " while ra
 
 # What precedes " - flashinfer.jit: " in a record header: "<timestamp> - <LEVEL> - <file>:<line>".
 HEADER_HEAD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - ([A-Z]+) - \S+")
-# Line prefixes that name a process: vLLM "(Worker_TP1 pid=12) ", torchrun "[rank1]: ", compose "svc-1  | ".
-PREFIX = re.compile(r"(?:\x1b\[[\d;]*m)?(?:\((?P<name>[^()]*?) ?pid=(?P<pid>\d+)\)|\[(?:rank|default)(?P<rank>\d+)\]:"
+# Line prefixes that name a process: vLLM "(Worker_TP1 pid=12) " (nested under its multiproc executor:
+# "(Worker pid=12) (Worker_DP0_EP0 pid=12) ", the innermost names the worker), torchrun "[rank1]: ", compose "svc-1  | ".
+PREFIX = re.compile(r"(?:\x1b\[[\d;]*m)?(?:(?:\([^()]*? ?pid=\d+\) )*\((?P<name>[^()]*?) ?pid=(?P<pid>\d+)\)"
+                    r"|\[(?:rank|default)(?P<rank>\d+)\]:"
                     r"|(?P<service>[\w.-]+) +\|)(?:\x1b\[[\d;]*m)? ?")
 RANK_IN_NAME = re.compile(r"(?:TP|rank|RANK)[ _=]?(\d+)")
 RUNNER = re.compile(r"<(?P<qual>\S+) object at (?P<addr>0x[0-9a-fA-F]+)>")
