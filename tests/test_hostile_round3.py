@@ -486,3 +486,12 @@ def test_repair_never_replaces_a_shipped_data_file(tmp_path, capsys):
     err = one_line_error(capsys)
     assert f"--out {shipped}: is a shipped data file" in err and "choose another --out" in err
     assert shipped.read_bytes() == before
+
+
+def test_read_verify_of_a_few_columns_holds_what_the_whole_read_holds():
+    from profkit.cli.compare import _VERIFY_COLUMNS
+
+    folder = DATA / "h200-moe"
+    whole, few = read_verify(folder), read_verify(folder, columns=_VERIFY_COLUMNS)
+    assert list(few.columns) == [c for c in whole.columns if c in _VERIFY_COLUMNS or c == "source"]
+    pd.testing.assert_frame_equal(few, whole[few.columns])

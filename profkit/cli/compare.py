@@ -131,6 +131,11 @@ def _readable_steps(bench):
     return bench[~lost]
 
 
+# What the verify comparisons read: half a big table's bytes (file_key, timing, status, error are never read).
+_VERIFY_COLUMNS = ("run_id", "op", "shape", "m", "bucket", "profile", "runner", "tactic", "tuner_ms", "winner",
+                   "default", "cache_choice", "serving_ms", "serving_p10_ms", "serving_p90_ms", "routing")
+
+
 def _verify(args):
     import warnings
 
@@ -138,7 +143,7 @@ def _verify(args):
     from profkit.outputs.flashinfer_cache import usable_timings
     from profkit.sources.verify import read_verify
 
-    verify, set_aside = usable_timings(read_verify(*args.paths))
+    verify, set_aside = usable_timings(read_verify(*args.paths, columns=_VERIFY_COLUMNS))
     for reason in set_aside:  # an inverted p10-p90 band, a negative or infinite time: no verdict rests on it
         warnings.warn(f"set aside {reason}: not compared")
     if args.routing is not None and ("routing" not in verify or verify["routing"].isna().all()):
