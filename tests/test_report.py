@@ -151,7 +151,7 @@ def test_cli_reports_errors(tmp_path, capsys):
     assert main(["report", str(empty), "--out", str(tmp_path / "o"), "--no-progress"]) == 1
     assert "no profkit capture, FlashInfer debug log (*.log) or cache file (*.json) here" in capsys.readouterr().err
     with pytest.raises(ProfkitError, match="unknown figure"):
-        report.build_report(catalog.open(DATA / "h200" / "fp8-repeat-r1"), tmp_path, only=["nope"], progress=False)
+        report.build_report(catalog.open(DATA / "h200" / "fp8-repeat-r1"), tmp_path / "figures", only=["nope"], progress=False)
 
 
 def test_a_debug_log_and_a_cache_file_are_inputs_themselves(tmp_path, capsys):

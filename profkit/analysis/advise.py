@@ -212,6 +212,7 @@ class _Prepared:
     pass_ms: float
     rel_threshold: float = 0.02
     basis: dict = field(default_factory=dict)  # per op: what its gain rests on (_basis), whatever the budget
+    unknown_gain: frozenset = frozenset()  # ops none of whose buckets has a gain to count (no timed default)
 
 
 def _prepare(tables, *, verify=None, mix=None, metadata=None, rel_threshold: float = 0.02) -> _Prepared:
@@ -247,7 +248,9 @@ def _prepare(tables, *, verify=None, mix=None, metadata=None, rel_threshold: flo
                      metadata=dict(metadata) if metadata else metadata_from_runs(tables.runs),
                      set_aside=set_aside, ops=ops, bucket_values=values, seconds=seconds, present=present,
                      value_ms=value_ms, fixed_s=fixed, pass_ms=pass_ms, rel_threshold=rel_threshold,
-                     basis={str(op): _basis(g, rel_threshold) for op, g in buckets.groupby("op", observed=True)})
+                     basis={str(op): _basis(g, rel_threshold) for op, g in buckets.groupby("op", observed=True)},
+                     unknown_gain=frozenset(str(op) for op, g in buckets.groupby("op", observed=True)
+                                            if g["gain_ms"].isna().all()))
 
 
 def _plan(p: _Prepared, budget_s, max_slowdown_pct) -> Plan:
@@ -662,7 +665,7 @@ def _select(p: _Prepared, budget_s, max_slowdown_pct) -> _Selection:
                 break
             apply(m)
     return _Selection(buckets={p.bucket_values[j] for j in range(n_buckets) if kept[j]},
-                      skip={p.ops[i] for i in range(n_ops) if skipped[i]})
+                      skip={p.ops[i] for i in range(n_ops) if skipped[i]} - p.unknown_gain)  # no gain known: kept
 
 
 def _op_table(buckets: pd.DataFrame, p: _Prepared, sel: _Selection) -> pd.DataFrame:
@@ -691,7 +694,8 @@ def _op_table(buckets: pd.DataFrame, p: _Prepared, sel: _Selection) -> pd.DataFr
             "ratio": full / planned[op] if planned[op] > 0 else np.inf, "jit_s": float(r["jit_s"]),
             "prep_kept_s": float(r["prep_kept_s"]), "pass_ms": pass_ms, "cost_ms": cost,
             "cost_pct": 100.0 * cost / pass_ms if pass_ms > 0 else 0.0, "decision": decision,
-            "verdict": _verdict(op, decision, full, float(r["gained_ms"]), pass_ms, p.gain_source,
+            "verdict": _verdict(op, decision, full, np.nan if op in p.unknown_gain else float(r["gained_ms"]),
+                                pass_ms, p.gain_source,
                                 p.basis.get(str(op), "")),
         })
     return conform_columns(pd.DataFrame(rows), OP_COLUMNS)
@@ -699,6 +703,9 @@ def _op_table(buckets: pd.DataFrame, p: _Prepared, sel: _Selection) -> pd.DataFr
 
 def _verdict(op: str, decision: str, full_s: float, gained_ms: float, pass_ms: float, source: str,
              basis: str = "") -> str:
+    if not np.isfinite(gained_ms):
+        return (f"what tuning {op} buys is unknown here: no bucket has a timed default to compare its pick with "
+                f"(full tuning {full_s:.1f} s); a capture that times the default, or profkit verify, would tell")
     pct = 100.0 * gained_ms / pass_ms if pass_ms > 0 else 0.0
     bought = (f"full tuning ({full_s:.1f} s) buys {1000 * gained_ms:.1f} us per pass ({pct:+.2f}%) by {source} "
               f"timings" + (f"; {basis}" if basis else ""))
@@ -780,7 +787,11 @@ def _notes(ops: pd.DataFrame, buckets: pd.DataFrame, p: _Prepared, sel: _Selecti
                          "tuned buckets; only choosing the backend at the call site avoids it.")
     missing = buckets["default_ms"].isna()
     if missing.any():
-        notes.append(f"{int(missing.sum())} bucket(s) have no timed default: their gain counts as 0.")
+        unknown = sorted(p.unknown_gain)
+        notes.append(f"{int(missing.sum())} bucket(s) have no timed default: their gain is unknown and counts as 0 "
+                     "against the rest of their op" + (f"; an op with no timed default anywhere "
+                                                       f"({', '.join(unknown)}) is kept, never skipped for it"
+                                                       if unknown else "") + ".")
     return tuple(notes)
 
 

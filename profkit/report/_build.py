@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import io
+import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -110,17 +112,13 @@ def build_report(data, out: str | Path, *, results=None,
         written: list[Path] = []
         pngs: dict[str, bytes] = {}
         widths: dict[str, int] = {}
-        for spec in (f for s in built for f in s.figures):
+        specs = [f for s in built for f in s.figures]
+        wanted = formats + (("png",) if index and "png" not in formats else ())
+        for spec, (width, files) in zip(specs, _drawn(specs, wanted)):
             bar.set_postfix_str(spec.name)
-            fig = spec.draw()
-            widths[spec.name] = int(fig.get_size_inches()[0] * _PX_PER_INCH)
-            for fmt in formats:
-                data_bytes = _figure_bytes(fig, fmt)
-                if fmt == "png":
-                    pngs[spec.name] = data_bytes
-                written.append(atomic.write_bytes(out / f"{spec.name}.{fmt}", data_bytes))
-            if index and spec.name not in pngs:
-                pngs[spec.name] = _figure_bytes(fig, "png")
+            widths[spec.name] = width
+            pngs[spec.name] = files.get("png", b"")
+            written += [atomic.write_bytes(out / f"{spec.name}.{fmt}", files[fmt]) for fmt in formats]
             bar.update()
     if index:
         bar.set_postfix_str("pages")
@@ -130,8 +128,9 @@ def build_report(data, out: str | Path, *, results=None,
         written.append(atomic.write_json(out / "summary.json", summary))
         img = "png" if "png" in formats else formats[0]
         pages = [p for p, _ in PAGES if any(s.page == p for s in built)] or ["index"]
+        unwritten = [p for p, _ in PAGES if p not in pages]
         for page in sorted(pages, key=lambda p: p == "index"):  # the main page last
-            mine = [s for s in built if s.page == page]
+            mine = [dataclasses.replace(s, text=_unlinked(s.text, unwritten)) for s in built if s.page == page]
             written.append(atomic.write_text(out / page_file(page, "md"),
                                               markdown_page(data, mine, img=img, page=page, pages=pages)))
             written.append(atomic.write_text(out / page_file(page, "html"),
@@ -139,6 +138,49 @@ def build_report(data, out: str | Path, *, results=None,
     bar.update()
     bar.close()
     return written
+
+
+def _unlinked(text: str, pages: list[str]) -> str:
+    """``text`` with its links to ``pages`` (not written: nothing to show there) as plain words."""
+    for page in pages:
+        text = re.sub(r"\[([^\]]*)\]\(" + re.escape(page_file(page)) + r"(#[^)]*)?\)", r"\1", text)
+    return text
+
+
+# Figures are drawn in forked worker processes when there are this many or more and more than one core.
+_PARALLEL_FROM = 6
+_SPECS: list = []  # the figures being drawn: forked workers find them here
+
+
+def _drawn(specs: list, formats: tuple) -> Iterable[tuple[int, dict[str, bytes]]]:
+    """(width in page pixels, {format: bytes}) of each figure, in order; drawn by forked workers where that helps
+    (``PROFKIT_REPORT_WORKERS``: how many; 1 draws here)."""
+    import multiprocessing as mp
+
+    workers = int(os.environ.get("PROFKIT_REPORT_WORKERS", min(4, os.cpu_count() or 1)))
+    if workers < 2 or len(specs) < _PARALLEL_FROM or "fork" not in mp.get_all_start_methods():
+        yield from (_draw(spec, formats) for spec in specs)
+        return
+    _SPECS[:] = specs
+    try:
+        with mp.get_context("fork").Pool(min(workers, len(specs))) as pool:
+            yield from pool.imap(functools.partial(_draw_nth, formats=formats), range(len(specs)))
+    finally:
+        _SPECS.clear()
+
+
+def _draw_nth(n: int, *, formats: tuple) -> tuple[int, dict[str, bytes]]:
+    return _draw(_SPECS[n], formats)
+
+
+def _draw(spec, formats: tuple) -> tuple[int, dict[str, bytes]]:
+    import matplotlib.pyplot as plt
+
+    fig = spec.draw()
+    try:
+        return int(fig.get_size_inches()[0] * _PX_PER_INCH), {fmt: _figure_bytes(fig, fmt) for fmt in formats}
+    finally:
+        plt.close(fig)
 
 
 def _figure_bytes(fig, fmt: str) -> bytes:

@@ -329,9 +329,13 @@ def plan_section(ctx: ReportContext) -> Section | None:
     if r.plan is None:
         return Section("Tuning plan (profkit advise)", f"No plan: {r.plan_error}", page="plan") if r.plan_error else None
     plan = r.plan
+    verdicts = getattr(r, "op_verdicts", None)
+    said = dict(zip(verdicts["op"].astype(str), verdicts["recommendation"].astype(str))) \
+        if verdicts is not None and len(verdicts) else {}
     text = "\n".join([f"Gains by {plan.gain_source} timings, costs from the tuning table; one pass = one call of every "
-                      "captured shape at every bucket. `profkit advise` writes the switches.", ""]
-                     + [f"- {' '.join(str(v).split())}" for v in plan.ops["verdict"]]
+                      "captured shape at every bucket. `profkit advise` writes the switches. Each op's verdict is the "
+                      "main page's; the plan says what tuning it would keep, were you to tune it.", ""]
+                     + [f"- {_planned(op, v, said.get(str(op)))}" for op, v in zip(plan.ops["op"], plan.ops["verdict"])]
                      + [f"- {' '.join(str(n).split())}" for n in plan.notes])
     caption = ("Tuning seconds per bucket (dark: tuned by the plan, grey: left out) and the step time per pass "
                "each bucket's tuning buys, as the plan counts it (the right axis says by what).")
@@ -341,6 +345,16 @@ def plan_section(ctx: ReportContext) -> Section | None:
                (FigureSpec("advise_all", f"Tuning plan for all {len(ops)} ops", caption, lambda: plot_plan(plan)),))
     tables = (Table(plan_table(plan), "advise_plan"), Table(r.frontier, "advise_budgets", what="at most Y% slower per pass"))
     return Section("Tuning plan (profkit advise)", text, figures, tables, page="plan")
+
+
+def _planned(op: str, plan_verdict: str, recommendation: str | None) -> str:
+    """One op's plan line, led by the main page's verdict, so the two pages never disagree."""
+    plan_verdict = " ".join(str(plan_verdict).split())
+    if recommendation in ("skip", "failed"):
+        return f"`{op}`: verdict **{recommendation}** (main page): do not tune it. For reference, advise: {plan_verdict}"
+    if recommendation in ("keep", "plan", "unknown"):
+        return f"`{op}`: verdict **{recommendation}** (main page). Advise: {plan_verdict}"
+    return plan_verdict
 
 
 # -- repeats --------------------------------------------------------------------------------------
