@@ -31,6 +31,7 @@ def read_verify(*paths: str | os.PathLike, columns: Iterable[str] | None = None)
     if not files:
         raise ProfkitError(f"no verify.parquet under {', '.join(map(str, paths))}; run profkit verify CAPTURE "
                            "--out DIR first")
+    columns = None if columns is None else set(columns)
     frames = []
     for file in files:
         try:
@@ -44,18 +45,19 @@ def read_verify(*paths: str | os.PathLike, columns: Iterable[str] | None = None)
     return pd.concat(frames, ignore_index=True)
 
 
-def _present(stream, columns: Iterable[str] | None) -> list[str] | None:
+def _present(stream, columns: set[str] | None) -> list[str] | None:
     """The file's columns among ``columns`` (None: all); the stream is left at its start."""
     if columns is None:
         return None
     names = pq.read_schema(stream).names
     stream.seek(0)
-    return [c for c in names if c in set(columns)]
+    return [c for c in names if c in columns]
 
 
-def _typed(frame: pd.DataFrame, columns: Iterable[str] | None) -> pd.DataFrame:
-    """A whole verify table checked (``columns`` None), else the verify columns among ``columns`` typed."""
+def _typed(frame: pd.DataFrame, columns: set[str] | None) -> pd.DataFrame:
+    """A whole verify table checked (``columns`` None), else the verify columns among ``columns``, checked and typed."""
     if columns is None:
         return schema.conform(frame, "verify")
-    dtypes = {c: d for c, d in schema.dtypes_of("verify").items() if c in set(columns)}
+    dtypes = {c: d for c, d in schema.dtypes_of("verify").items() if c in columns}
+    schema.require(frame, dtypes, "verify")
     return schema.conform_columns(frame, dtypes, "verify").join(frame[[c for c in frame.columns if c not in dtypes]])
