@@ -141,3 +141,41 @@ def test_the_inventory_lists_what_is_not_an_input():
     assert (inv.files["kind"] == "other").any()
     assert not inv.files["path"].duplicated().any()
     assert pd.api.types.is_string_dtype(inv.files["kind"])
+
+
+def test_a_cache_flashinfer_ignored_is_said_first(tmp_path):
+    """FlashInfer's "created in a different environment ... Ignoring cached configs" warning, read from a log
+    beside captures (scanned for cache lines only) or as the tables' own log, becomes a loud first-screen line."""
+    from profkit.report import _main
+
+    cat = catalog.open(TEST_DATA / "cache_metadata_mismatch")
+    ignored = cat.cache_events[cat.cache_events["kind"] == "cache_env_mismatch"]
+    assert len(ignored) == 2 and set(ignored["detail"]) == {"gpu: saved=NVIDIA H100 80GB HBM3 vs current=unknown"}
+    model = build_model(cat)
+    lines = _main.cache_lines(model.results)
+    assert len(lines) == 1 and "FlashInfer ignored" in lines[0] and "saved=NVIDIA H100 80GB HBM3" in lines[0]
+    # The same log beside a capture: scanned for its cache lines, the capture read for the rest.
+    shutil.copytree(DATA / "h200" / "fp8-repeat-r1", tmp_path / "run")
+    shutil.copy(TEST_DATA / "cache_metadata_mismatch" / "mismatch.stderr.log", tmp_path / "run" / "server.log")
+    mixed = catalog.open(tmp_path / "run")
+    assert mixed.inputs == ("captures",)
+    assert list(mixed.cache_events["kind"]) == ["cache_env_mismatch"]
+    assert mixed.cache_events["file"].iloc[0].endswith("server.log") and mixed.cache_events["line"].iloc[0] == 2
+
+
+def test_a_state_that_ran_only_defaults_says_its_cache_changed_nothing():
+    from profkit.analysis.caches import idle_caches
+
+    steps = pd.DataFrame({"state": ["untuned", "cache", "cache", "repaired", "repaired"],
+                          "loaded_cache": ["", "a.json", "a.json", "b.json", "b.json"],
+                          "picks": ["qkv=R:-1 o=R:-1", "qkv=R:3 o=R:-1", "qkv=R:-1 o=R:-1", "qkv=R:-1 o=R:-1",
+                                    "qkv=R:-1 o=R:-1"],
+                          "source": ["s"] * 5})
+    idle = idle_caches(pd.DataFrame(columns=["file", "line", "kind", "path", "detail"]), steps)
+    assert list(zip(idle["cache"], idle["why"], idle["detail"])) == [("b.json", "defaults only", "repaired")]
+
+
+def test_results_without_their_tuning_still_open():
+    cat = catalog.open(DATA / "h200-verify" / "step-interleaved")
+    assert cat.inputs == ("step results",) and cat.tables.candidates.empty
+    assert len(cat.step) + len(cat.step_other) > 0

@@ -149,7 +149,7 @@ def test_cli_reports_errors(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["report", str(empty), "--out", str(tmp_path / "o"), "--no-progress"]) == 1
-    assert "no profkit capture, FlashInfer debug log (*.log) or cache file (*.json) here" in capsys.readouterr().err
+    assert "no profkit capture, FlashInfer debug log (*.log), cache file (*.json) or step or verify result here" in capsys.readouterr().err
     with pytest.raises(ProfkitError, match="unknown figure"):
         report.build_report(catalog.open(DATA / "h200" / "fp8-repeat-r1"), tmp_path / "figures", only=["nope"], progress=False)
 

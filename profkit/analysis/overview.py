@@ -138,6 +138,7 @@ class Overview:
         evidence_summary: :func:`evidence_summary` of ``evidence`` (per op, kind and model).
         op_verdicts: :func:`op_verdicts`: one row per op, the recommendation first.
         environment: :func:`environment` of the runs.
+        idle_caches: :func:`~profkit.analysis.caches.idle_caches` of the logs' cache events and the step rows.
     """
 
     def __init__(self, data):
@@ -343,6 +344,13 @@ class Overview:
     @functools.cached_property
     def moe_models(self) -> pd.DataFrame:
         return moe_models(self._moe["runs"], self.moe_sensitivity, self.moe_changes)
+
+    @functools.cached_property
+    def idle_caches(self) -> pd.DataFrame:
+        """:func:`~profkit.analysis.caches.idle_caches`: cache files FlashInfer ignored, or that changed no tactic."""
+        from profkit.analysis.caches import idle_caches
+
+        return idle_caches(getattr(self.data, "cache_events", None), self._all_steps)
 
     @functools.cached_property
     def aa(self) -> pd.DataFrame:

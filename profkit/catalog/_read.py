@@ -53,9 +53,15 @@ def tables(inv: Inventory, problems: list) -> tuple[schema.Tables, dict[str, sch
             found.append(read)
     if found:
         return schema.concat(found), {}, ("cache files",)
-    raise ProfkitError(f"{inv.root}: no profkit capture, FlashInfer debug log (*.log) or cache file (*.json) here; "
-                       "pass a directory of captures (profkit capture --out, Tables.save), a debug log "
+    others = [kind for kind, what in _RESULTS.items() if inv.paths(kind)]
+    if others:  # results without the tuning they came from: no tuning tables, the rest answers
+        return schema.Tables.empty(), {}, tuple(_RESULTS[k] for k in others)
+    raise ProfkitError(f"{inv.root}: no profkit capture, FlashInfer debug log (*.log), cache file (*.json) or "
+                       "step or verify result here; pass a directory of captures (profkit capture --out, Tables.save), a debug log "
                        "(FLASHINFER_LOGGING_LEVEL=debug), a cache file (autotune(cache=...)) or a v2 store")
+
+
+_RESULTS = {"step": "step results", "verify": "verify tables", "op_timings": "op timings"}
 
 
 def _with_path(tables: schema.Tables, folder: Path) -> schema.Tables:
@@ -65,6 +71,51 @@ def _with_path(tables: schema.Tables, folder: Path) -> schema.Tables:
         return tables
     path = runs["path"].fillna(str(folder)) if "path" in runs.columns else str(folder)
     return dataclasses.replace(tables, runs=runs.assign(path=path))
+
+
+CACHE_EVENT_COLUMNS = {"file": "string", "line": "Int64", "kind": "string", "path": "string", "detail": "string"}
+_CACHE_KINDS = ("cache_env_mismatch", "cache_not_saved", "cache_loaded")
+
+
+def cache_events(inv: Inventory, tables: schema.Tables, problems: list) -> pd.DataFrame:
+    """What FlashInfer said about cache files in the debug logs: loaded, ignored (another environment), not saved.
+
+    From the parsed logs' events when the tables came from the logs; else each log is scanned once for
+    those lines alone (the captures beside them hold the rest)."""
+    events = getattr(tables, "events", None)
+    if events is not None and len(events):
+        hit = events[events["kind"].astype("string").isin(_CACHE_KINDS).fillna(False).to_numpy(dtype=bool)]
+        return schema.conform_columns(hit[[c for c in CACHE_EVENT_COLUMNS if c in hit.columns]].reset_index(drop=True),
+                                      CACHE_EVENT_COLUMNS)
+    rows = []
+    if events is None:
+        for path in inv.paths("log"):
+            rows += _scan_cache_lines(path, problems)
+    return schema.conform_columns(pd.DataFrame(rows, columns=list(CACHE_EVENT_COLUMNS)), CACHE_EVENT_COLUMNS)
+
+
+def _scan_cache_lines(path: Path, problems: list) -> list[dict]:
+    from profkit.sources.logs.grammar import EVENT_PATTERNS
+
+    marks = {kind: EVENT_PATTERNS[kind] for kind in _CACHE_KINDS}
+    rows = []
+    item = Input(name=str(path), path=str(path))
+    try:
+        for number, raw in enumerate(item.lines(), start=1):
+            if b"configs" not in raw and b"Cache file" not in raw:
+                continue
+            line = raw.decode("utf-8", errors="replace")
+            for kind, (prefix, pattern) in marks.items():
+                at = line.find(prefix)
+                found = pattern.match(line, at) if at >= 0 else None
+                if found:
+                    groups = found.groupdict()
+                    rows.append({"file": str(path), "line": number, "kind": kind, "path": groups.get("path"),
+                                 "detail": groups.get("detail")})
+                    break
+    except ProfkitError as exc:
+        problems.append(str(exc))
+    return rows
 
 
 def provenance(inv: Inventory, problems: list) -> dict[str, dict]:

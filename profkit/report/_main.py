@@ -111,6 +111,25 @@ def _small_sentence(r) -> str:
     return f"Small batches (M <= 8): {'; '.join(parts)}." if parts else ""
 
 
+def cache_lines(results) -> list[str]:
+    """One loud line per cache file that did nothing: FlashInfer ignored it, or the state that loaded it ran defaults."""
+    idle = getattr(results, "idle_caches", None)
+    if idle is None or idle.empty:
+        return []
+    lines = []
+    for row in idle.itertuples(index=False):
+        if row.why == "ignored":
+            lines.append(f"WARNING your cache did nothing: FlashInfer ignored `{row.cache}`, created in a different "
+                         f"environment ({row.detail}); the process ran default tactics or tuned again "
+                         f"(`{row.where}`, {T.count(row.times, 'time')}). Tune on this GPU, or `profkit verify` the "
+                         "other GPU's picks here and `profkit repair` a file for this one.")
+        else:
+            lines.append(f"WARNING `{row.cache}` changed nothing: state `{row.detail}` loaded it and ran the default "
+                         f"tactic in every layer at every size (`{row.where}`): FlashInfer found no tuned config in it "
+                         "for these shapes, or each one it holds is the default.")
+    return lines
+
+
 def failure_lines(results) -> list[str]:
     """One loud line per op whose tuning failed or did nothing at some buckets."""
     f = results.failures
@@ -143,7 +162,8 @@ def verdict_section(ctx: ReportContext) -> Section:
     head = (f"{measured}, read from {', '.join(getattr(ctx.data, 'inputs', ('captures',)))}. The same verdicts, "
             "with the numbers behind them, are in [summary.json](summary.json).")
     if v.empty:
-        return Section("Verdicts", head + "\n\nNo op was tuned in this data.", loud=tuple(failure_lines(r)))
+        return Section("Verdicts", head + "\n\nNo op was tuned in this data.",
+                       loud=tuple(cache_lines(r) + failure_lines(r)))
     several = len(gpus) > 1
     lines = [f"- {verdict_line(row)}" + (f" ({row.gpu})" if several else "") for row in v.itertuples(index=False)]
     text = "\n".join([verdict_table(v), "", head, ""] + lines + ["", _how_to_read() + aa_sentence(r.aa)])
@@ -160,7 +180,7 @@ def verdict_section(ctx: ReportContext) -> Section:
                               "step (the tuned cache against untuned at each size). Change of time with tuning, "
                               "95% interval; colour only beyond noise.",
                               lambda: plot_verdicts(r.evidence, recommendations=recs)),)
-    return Section("Verdicts", text, figures, omitted=omitted, loud=tuple(failure_lines(r)))
+    return Section("Verdicts", text, figures, omitted=omitted, loud=tuple(cache_lines(r) + failure_lines(r)))
 
 
 def verdict_table(v: pd.DataFrame) -> str:
