@@ -495,3 +495,16 @@ def test_read_verify_of_a_few_columns_holds_what_the_whole_read_holds():
     whole, few = read_verify(folder), read_verify(folder, columns=_VERIFY_COLUMNS)
     assert list(few.columns) == [c for c in whole.columns if c in _VERIFY_COLUMNS or c == "source"]
     pd.testing.assert_frame_equal(few, whole[few.columns])
+
+
+def test_parse_prints_names_from_a_cache_file_as_data(tmp_path):
+    shipped = next((DATA / "h200").rglob("cache.json"))
+    doc = json.loads(shipped.read_text())
+    key = next(k for k in doc if k != "_metadata")
+    op = key.split("'")[1]
+    hostile = tmp_path / "cache.json"
+    hostile.write_text(json.dumps({"_metadata": doc["_metadata"], key.replace(op, "gemm\x1b]0;pwn\x07\u202e", 1): doc[key]}))
+    ran = subprocess.run([sys.executable, "-m", "profkit", "parse", str(hostile)], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert ran.returncode == 0 and not UNSAFE.search(ran.stdout + ran.stderr)
+    assert "gemm\\x1b]0;pwn\\x07\\u202e" in ran.stdout

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from profkit.cli._paths import need_out_dir
 from profkit.errors import ProfkitError
+from profkit.printable import printable
 
 NAME = "parse"
 HELP = "Read FlashInfer autotuner debug logs, cache files or engine benchmark outputs into profkit tables."
@@ -66,12 +67,12 @@ def run(args: argparse.Namespace) -> int:
         results["bench"] = profkit.read_bench(groups["bench"], strict=args.strict)
     unread = [line for kind, result in results.items() for line in _unread(kind, groups[kind], result)]
     for line in unread:
-        print(f"profkit parse: {line}", file=sys.stderr)
+        print(f"profkit parse: {printable(line)}", file=sys.stderr)
     if unread and args.strict:
         return 1
     if args.out is None:
-        for kind, result in results.items():
-            print(_bench_summary(result) if kind == "bench" else _summary(kind, result))
+        for kind, result in results.items():  # names are data: their escape sequences and bidi marks shown
+            print(printable(_bench_summary(result) if kind == "bench" else _summary(kind, result), newlines=True))
         return 0
     for kind, result in results.items():
         target = Path(args.out) / kind if len(results) > 1 else Path(args.out)
