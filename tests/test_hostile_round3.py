@@ -508,3 +508,13 @@ def test_parse_prints_names_from_a_cache_file_as_data(tmp_path):
                          timeout=120, cwd=ROOT)
     assert ran.returncode == 0 and not UNSAFE.search(ran.stdout + ran.stderr)
     assert "gemm\\x1b]0;pwn\\x07\\u202e" in ran.stdout
+
+
+@pytest.mark.filterwarnings("default::UserWarning")  # the reader's warnings: lines of the CLI's stderr
+def test_invalid_utf8_in_step_jsonl_is_named_and_the_rest_compared(tmp_path, capsys):
+    data = b"".join(json.dumps(r).encode() + b"\n" for r in step_rows()).replace(b'"llama3-8b"', b'"llama3-8b\xff"', 1)
+    step = tmp_path / "step.jsonl"
+    step.write_bytes(data)
+    assert main(["compare", str(step)]) == 0
+    out, err = capsys.readouterr()
+    assert f"{step}:1: not valid UTF-8" in err and out.endswith("of 16\n")
