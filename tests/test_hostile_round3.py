@@ -259,9 +259,12 @@ def test_a_callers_own_mathtext_beside_a_plot_stays_mathtext(toy):
     fig = Figure()
     left, right = fig.subplots(1, 2)
     left.set_title(r"$\alpha$ mine")
+    left.set_xticks([0, 1], [r"$\beta$", "b"])
     views.plot_tactic_map(renamed(toy, {"gain_op": "$x$"}).winners, ax=right)
+    drawn = _drawn(fig)
     assert left.title.get_parse_math() and left.get_title() == r"$\alpha$ mine"
-    assert any(t.get_text() == r"\$x\$  N=4, K=8" for t in _drawn(fig))
+    assert [t.get_text() for t in left.get_xticklabels()] == [r"$\beta$", "b"]
+    assert any(t.get_text() == r"\$x\$  N=4, K=8" for t in drawn)
 
 
 @pytest.fixture(scope="module")

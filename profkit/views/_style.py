@@ -110,7 +110,7 @@ def styled(fn: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         with mpl.rc_context(current_style().rc):
             ax = kwargs.get("ax")
-            before = _texts(ax.figure) if ax is not None else {}
+            before = _drawn_before(ax.figure) if ax is not None else {}
             fig = fn(*args, **kwargs)
             names_as_text(fig, before)
             return fig
@@ -126,7 +126,8 @@ def names_as_text(fig, before: Mapping[int, str] | None = None) -> None:
     escapes (line breaks kept), and tick labels from names (fixed, categorical or function
     formatters) the same through :class:`_PlainTicks`. Numeric tick formatters, whose mathtext
     (``10^{3}``) is matplotlib's own, are left as they are. ``before`` (id -> text) holds the texts
-    of a figure the plot drew into (``ax=``) as they were: a caller's own texts stay untouched.
+    and tick formatters of a figure the plot drew into (``ax=``) as they were: a caller's own stay
+    untouched.
     """
     before = before or {}
     axes_own = {id(t) for axis in fig.findobj(Axis) for t in axis.findobj(Text) if t is not axis.label}
@@ -136,12 +137,15 @@ def names_as_text(fig, before: Mapping[int, str] | None = None) -> None:
             text.set_parse_math(False)
     for axis in fig.findobj(Axis):
         for minor, formatter in ((False, axis.get_major_formatter()), (True, axis.get_minor_formatter())):
-            if isinstance(formatter, _NAMED_TICKS):
+            if isinstance(formatter, _NAMED_TICKS) and id(formatter) not in before:
                 (axis.set_minor_formatter if minor else axis.set_major_formatter)(_PlainTicks(formatter))
 
 
-def _texts(fig) -> dict[int, str]:
-    return {id(t): t.get_text() for t in fig.findobj(Text)}
+def _drawn_before(fig) -> dict[int, str | None]:
+    """id -> text of every text of ``fig``, and id -> None of its axes' tick formatters."""
+    formatters = {id(f): None for axis in fig.findobj(Axis) for f in (axis.get_major_formatter(),
+                                                                        axis.get_minor_formatter())}
+    return {**formatters, **{id(t): t.get_text() for t in fig.findobj(Text)}}
 
 
 class _PlainTicks(Formatter):
