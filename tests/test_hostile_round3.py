@@ -521,3 +521,15 @@ def test_invalid_utf8_in_step_jsonl_is_named_and_the_rest_compared(tmp_path, cap
     assert main(["compare", str(step)]) == 0
     out, err = capsys.readouterr()
     assert f"{step}:1: not valid UTF-8" in err and out.endswith("of 16\n")
+
+
+def test_a_folder_is_replaced_whole_where_no_atomic_exchange_exists(tmp_path, monkeypatch):
+    from profkit.outputs import atomic
+
+    out = tmp_path / "out"
+    for text in ("first", "second"):
+        with atomic.whole_folder(out) as staged:
+            (staged / f"{text}.txt").write_text(text)
+        monkeypatch.setattr(atomic, "_exchange", lambda a, b: False)  # the second write: two renames
+    assert sorted(p.name for p in out.iterdir()) == [".profkit-written", "second.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
