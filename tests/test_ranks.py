@@ -131,12 +131,14 @@ def test_regret_is_judged_on_the_runs_that_timed_both(tmp_path):
     assert len(others) and (others["n_units"] == 6).all()  # one run per rank, and every run timed every candidate
     assert (others["design"] == "paired").all() and others["verdict"].isin(["slower", "within_noise", "faster"]).all()
     # The regret is the geometric mean, over the runs, of the pick's fastest time over the best pick's.
-    timings = pd.concat([pd.read_parquet(f) for f in reduced.files("timings")])
+    timings = pd.concat([pd.read_parquet(f) for f in reduced.files("timings")]).set_index(["k", "p", "run_id"]).sort_index()
+    names = q.decisions(reduced)  # the timings name (op, profile) and (runner, tactic) by their hash: k and p
+    key_of = dict(zip(zip(names["op"], names["profile"]), names["k"]))
+    pick_of = dict(zip(zip(names["runner"], names["tactic"]), names["p"]))
     for row in others.head(3).itertuples(index=False):
         top = best[(best["op"] == row.op) & (best["profile"] == row.profile)].iloc[0]
-        of = timings[(timings["op"] == row.op) & (timings["profile"] == row.profile)].set_index(
-            ["runner", "tactic", "run_id"]).sort_index()
-        ratio = of.loc[(row.runner, row.tactic), "min_ms"] / of.loc[(top["runner"], top["tactic"]), "min_ms"]
+        of = timings.loc[key_of[row.op, row.profile], "min_ms"]
+        ratio = of.loc[pick_of[row.runner, row.tactic]] / of.loc[pick_of[top["runner"], top["tactic"]]]
         assert row.regret_pct == pytest.approx(100 * (np.exp(np.log(ratio).mean()) - 1), rel=1e-9)
 
 
@@ -173,9 +175,10 @@ def test_cli_ranks_prints_the_answer_and_writes_json(tmp_path, capsys):
 
     fleet = _fleet(tmp_path, 4, jitter=(0.0, 0.0), slow={3: 1.05})
     out = tmp_path / "ranks.json"
-    assert main(["ranks", str(fleet), "--workers", "1", "--json", str(out)]) == 0
+    assert main(["ranks", str(fleet), "--workers", "1", "--json", str(out), "--served"]) == 0
     text = capsys.readouterr().out
     assert "4 ranks in 1 group of identical picks" in text
+    assert "rank 3 fp8_gemm: 5 tactics at 10 buckets (profiled)" in text  # both shipped processes' picks
     assert "slow rank 3: +5.00%" in text and "20 buckets: all tunings agree in 13" in text
     rows = json.loads(out.read_text())
     assert len(rows) == 20 and {"op", "shape", "bucket", "ranks", "distinct_picks"} <= set(rows[0])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profkit.analysis._frames import DEFAULT_NOISE_PCT, conform_columns, empty, require, shapes_of
+from profkit.analysis._frames import DEFAULT_NOISE_PCT, conform_columns, empty, group_ids, require, shapes_of
 from profkit.analysis.decisions import tuner_ratio_sd
 from profkit.analysis.verdict import compare_ratio_stats
 
@@ -141,45 +141,49 @@ def rank_agreement(picks: pd.DataFrame, *, noise: pd.DataFrame | None = None) ->
     regrets = pick_regrets(picks, noise=noise)
     if regrets.empty:
         return empty(AGREEMENT_COLUMNS)
-    first = picks.set_index(_PICK)["first_seen"]
-    r = regrets.assign(first_seen=first.reindex(pd.MultiIndex.from_frame(regrets[_PICK])).to_numpy(),
-                       bucket_ranks=picks.set_index(_PICK)["bucket_ranks"].reindex(
-                           pd.MultiIndex.from_frame(regrets[_PICK])).to_numpy())
-    rows = []
-    for _, g in r.groupby(_BUCKET, sort=False, dropna=False):
-        rows.append(_bucket_row(g))
-    out = conform_columns(pd.DataFrame(rows), AGREEMENT_COLUMNS)
+    at = pd.MultiIndex.from_frame(regrets[_PICK].astype({"bucket": "Int64"}))
+    extra = picks.astype({"bucket": "Int64"}).set_index(_PICK)[["first_seen", "bucket_ranks"]].reindex(at)
+    g = group_ids(regrets, _BUCKET)
+    n_groups = int(g.max()) + 1
+    tunings = regrets["tunings"].to_numpy(dtype=float)
+    regret = regrets["regret_pct"].to_numpy(dtype=float, na_value=np.nan)
+    best = regrets["best"].fillna(False).to_numpy(dtype=bool)
+    n = np.bincount(g, weights=tunings, minlength=n_groups)
+    largest = _first_by(g, (extra["first_seen"].to_numpy(dtype=float), -tunings))
+    best_row = np.full(n_groups, -1)
+    best_row[g[best]] = np.flatnonzero(best)
+    # The worst pick: the largest priced regret among the others (an unpriced one when none is priced).
+    worst = _first_by(g, (np.where(np.isfinite(regret), -regret, np.inf), best))
+    has_worst = ~best[worst]
+    has_best = best_row >= 0
+    unpriced = np.bincount(g, weights=~np.isfinite(regret), minlength=n_groups) > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = regrets[["gpu", "op", "shape", "profile", "bucket"]].take(largest).reset_index(drop=True).assign(
+            ranks=extra["bucket_ranks"].to_numpy()[largest], tunings=n.astype(int),
+            distinct_picks=np.bincount(g, minlength=n_groups),
+            largest_runner=regrets["runner"].to_numpy()[largest], largest_tactic=regrets["tactic"].to_numpy()[largest],
+            largest_share=tunings[largest] / n,
+            best_runner=np.where(has_best, regrets["runner"].to_numpy()[best_row], None),
+            best_tactic=np.where(has_best, regrets["tactic"].to_numpy()[best_row], None),
+            top1_agreement=np.where(has_best, tunings[best_row] / n, np.nan),
+            flip_rate=np.where(n >= 2, 1.0 - np.bincount(g, weights=tunings * (tunings - 1), minlength=n_groups)
+                               / (n * (n - 1)), np.nan),
+            expected_regret_pct=np.where(unpriced, np.nan,
+                                         np.bincount(g, weights=np.nan_to_num(tunings * regret), minlength=n_groups) / n),
+            worst_regret_pct=np.where(has_worst, regret[worst], 0.0))
+        for column, source in (("worst_runner", "runner"), ("worst_tactic", "tactic"), ("verdict", "verdict"),
+                               ("design", "design"), ("worst_regret_lo_pct", "regret_lo_pct"),
+                               ("worst_regret_hi_pct", "regret_hi_pct"), ("n_units", "n_units"),
+                               ("detectable", "detectable")):
+            out[column] = regrets[source].take(worst).where(has_worst).to_numpy()
+    out = conform_columns(out, AGREEMENT_COLUMNS)
     return out.sort_values(["gpu", "op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
 
 
-def _bucket_row(g: pd.DataFrame) -> dict:
-    """One bucket's agreement from its picks (one row each)."""
-    tunings = g["tunings"].to_numpy(dtype=float)
-    n = tunings.sum()
-    largest = g.sort_values(["tunings", "first_seen"], ascending=[False, True], kind="stable").iloc[0]
-    best = g[g["best"].fillna(False).to_numpy(dtype=bool)]
-    others = g[~g["best"].fillna(False).to_numpy(dtype=bool)]
-    priced = others[np.isfinite(others["regret_pct"].to_numpy(dtype=float))]
-    worst = priced.sort_values("regret_pct", ascending=False, kind="stable").iloc[0] if len(priced) else (
-        others.iloc[0] if len(others) else None)
-    regret = g["regret_pct"].to_numpy(dtype=float)
-    row = {c: g[c].iloc[0] for c in ("gpu", "op", "shape", "profile", "bucket")}
-    row.update(ranks=g["bucket_ranks"].iloc[0], tunings=int(n), distinct_picks=len(g),
-               largest_runner=largest["runner"], largest_tactic=largest["tactic"],
-               largest_share=largest["tunings"] / n,
-               best_runner=best["runner"].iloc[0] if len(best) else pd.NA,
-               best_tactic=best["tactic"].iloc[0] if len(best) else pd.NA,
-               top1_agreement=best["tunings"].sum() / n if len(best) else np.nan,
-               flip_rate=1.0 - float((tunings * (tunings - 1)).sum()) / (n * (n - 1)) if n >= 2 else np.nan,
-               expected_regret_pct=float((tunings * regret).sum() / n) if np.isfinite(regret).all() else np.nan)
-    if worst is None:  # every tuning picked the same
-        row.update(worst_regret_pct=0.0)
-        return row
-    row.update(worst_runner=worst["runner"], worst_tactic=worst["tactic"], worst_regret_pct=worst["regret_pct"],
-               worst_regret_lo_pct=worst["regret_lo_pct"], worst_regret_hi_pct=worst["regret_hi_pct"],
-               verdict=worst["verdict"], design=worst["design"], n_units=worst["n_units"],
-               detectable=worst["detectable"])
-    return row
+def _first_by(g: np.ndarray, keys: tuple) -> np.ndarray:
+    """Per group id (ascending), the row that sorts first by ``keys`` (the last key sorts first, as np.lexsort)."""
+    order = np.lexsort((*keys, g))
+    return order[np.r_[True, g[order][1:] != g[order][:-1]]]
 
 
 def slow_ranks(speed: pd.DataFrame) -> pd.DataFrame:

@@ -35,6 +35,9 @@ def add_arguments(p) -> None:
                         "and --work")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="local cluster workers (default: the cores); 1 reads everything in this process")
+    p.add_argument("--served", action="store_true",
+                   help="also read the winners tables and print the tactics each rank served (profiled, cached, "
+                        "from a cache file), as provenance")
     p.add_argument("--work", type=Path, default=None, metavar="DIR",
                    help="keep the reduced parquet parts here (default: a temporary folder, removed after)")
 
@@ -69,12 +72,13 @@ def _answers(args, work: Path) -> dict:
     from profkit.query import ranks as q
     from profkit.query.fleet import reduce
 
-    reduced = reduce(args.paths, work, scheduler=args.scheduler, workers=args.workers)
+    reduced = reduce(args.paths, work, scheduler=args.scheduler, workers=args.workers, served=args.served)
     bands = judge.noise_bands(q.spread(reduced))
     return {"folders": reduced.folders,
             "agreement": judge.rank_agreement(q.pick_stats(reduced), noise=bands),
             "groups": judge.signature_groups(q.signatures(reduced)),
-            "slow": judge.slow_ranks(q.rank_speed(reduced))}
+            "slow": judge.slow_ranks(q.rank_speed(reduced)),
+            "served": q.served(reduced) if args.served else None}
 
 
 # -- output ----------------------------------------------------------------------------------------
@@ -91,7 +95,19 @@ def _lines(answers: dict) -> list[str]:
             out.append(f"  {op}  {shape}")
             out += [f"    bucket {_int(r.bucket):>5}  {_bucket(r)}" for r in g.itertuples(index=False)]
         out += _slow_lines(slow[slow["gpu"] == gpu])
+        if answers["served"] is not None:
+            out += _served_lines(answers["served"][answers["served"]["gpu"] == gpu])
     out.append(_summary(rows))
+    return out
+
+
+def _served_lines(served) -> list[str]:
+    """Per rank and op: the tactics it served and how (profiled here, cached from an earlier call, a cache file)."""
+    out = ["  served (provenance):"]
+    for (rank, op), g in served.groupby(["rank", "op"], sort=True, dropna=False):
+        how = ", ".join(sorted(g["source"].dropna().astype(str).unique()))
+        out.append(f"    rank {_int(rank)} {op}: {len(g[['runner', 'tactic']].drop_duplicates())} tactics at "
+                   f"{int(g['op_buckets'].iloc[0])} buckets ({how})")
     return out
 
 

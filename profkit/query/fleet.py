@@ -28,7 +28,8 @@ BATCH = 64
 
 
 def reduce(paths: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.PathLike, *,
-           scheduler: str | None = None, workers: int | None = None, processes: bool = True) -> Reduced:
+           scheduler: str | None = None, workers: int | None = None, processes: bool = True,
+           served: bool = True) -> Reduced:
     """Reduce every capture (else debug log, else cache file) under ``paths`` into parts under ``out``.
 
     Args:
@@ -39,6 +40,8 @@ def reduce(paths: str | os.PathLike | Sequence[str | os.PathLike], out: str | os
             is more than one task).
         workers: LocalCluster workers (default: the cores); 1 runs everything in this process.
         processes: LocalCluster workers as processes (False: threads, for tests).
+        served: read the winners tables for the tactics each rank served (:func:`profkit.query.ranks.served`);
+            False leaves them unread where there are candidates.
 
     Raises:
         ProfkitError: when a path does not exist or nothing under the paths holds a capture, log or cache file.
@@ -52,7 +55,7 @@ def reduce(paths: str | os.PathLike | Sequence[str | os.PathLike], out: str | os
                              processes=processes)
     local = scheduler_address(scheduler) is None and (workers or os.cpu_count() or 1) <= 1
     size = BATCH if local else max(1, min(BATCH, -(-len(folders) // (2 * int(workers or os.cpu_count() or 1)))))
-    tasks = [(folders.iloc[i:i + size].reset_index(drop=True), str(out), i // size, None if local else 1)
+    tasks = [(folders.iloc[i:i + size].reset_index(drop=True), str(out), i // size, None if local else 1, served)
              for i in range(0, len(folders), size)]
     for found in run_tasks(_reduce_task, tasks, scheduler=scheduler, workers=workers, processes=processes):
         problems += found
@@ -63,8 +66,8 @@ def reduce(paths: str | os.PathLike | Sequence[str | os.PathLike], out: str | os
 
 
 def _reduce_task(task: tuple) -> list[str]:
-    folders, out, part, threads = task
-    return reduce_batch(folders, out, part, threads=threads)
+    folders, out, part, threads, served = task
+    return reduce_batch(folders, out, part, threads=threads, served=served)
 
 
 def _converted(paths: list[Path], target: Path, problems: list[str], **where) -> pd.DataFrame:

@@ -51,6 +51,11 @@ def _with_gpu(red: Reduced, part: str, where: str = "") -> str:
             f"LEFT JOIN (SELECT DISTINCT run_id, gpu FROM {red.relation('runs')}) r USING (run_id) {where})")
 
 
+def _names(red: Reduced) -> str:
+    """(k, op, profile): the names of the hashed (op, profile) keys, from the decisions."""
+    return f"(SELECT DISTINCT k, op, profile FROM {red.relation('decisions')})"
+
+
 def _query(red: Reduced, sql: str, con=None) -> pd.DataFrame:
     own = con is None
     con = con or _engine.connect()
@@ -82,13 +87,13 @@ def spread(red: Reduced, *, con=None) -> pd.DataFrame:
     """
     timings = _with_gpu(red, "timings")
     return _query(red, f"""
-        WITH cand AS (SELECT gpu, op, profile, count(*) AS n, var_samp(mean_ms) / (avg(mean_ms) ^ 2) AS cv2
-                      FROM {timings} t GROUP BY gpu, op, profile, runner, tactic),
-             prof AS (SELECT gpu, op, profile, count(*) FILTER (n >= 2) AS n_pairs, avg(cv2) FILTER (n >= 2) AS cv2
-                      FROM cand GROUP BY gpu, op, profile),
-             runs AS (SELECT gpu, op, profile, count(DISTINCT run_id) AS n_runs FROM {timings} t GROUP BY gpu, op, profile)
+        WITH cand AS (SELECT gpu, k, count(*) AS n, var_samp(mean_ms) / (avg(mean_ms) ^ 2) AS cv2
+                      FROM {timings} t GROUP BY gpu, k, p),
+             prof AS (SELECT gpu, k, count(*) FILTER (n >= 2) AS n_pairs, avg(cv2) FILTER (n >= 2) AS cv2
+                      FROM cand GROUP BY gpu, k),
+             runs AS (SELECT gpu, k, count(DISTINCT run_id) AS n_runs FROM {timings} t GROUP BY gpu, k)
         SELECT gpu, op, profile, n_runs, n_pairs, sqrt(cv2) AS rel_sd
-        FROM prof JOIN runs USING (gpu, op, profile) ORDER BY gpu, op, profile""", con)
+        FROM prof JOIN runs USING (gpu, k) JOIN {_names(red)} USING (k) ORDER BY gpu, op, profile""", con)
 
 
 def pick_stats(red: Reduced, *, ranked: bool = False, con=None) -> pd.DataFrame:
@@ -113,32 +118,32 @@ def pick_stats(red: Reduced, *, ranked: bool = False, con=None) -> pd.DataFrame:
     where = "WHERE p.rank IS NOT NULL" if ranked else ""
     d, t = _with_gpu(red, "decisions", where), _with_gpu(red, "timings", where)
     return _query(red, f"""
-        WITH d AS (SELECT *, hash(gpu, op, profile, bucket) AS g, hash(gpu, op, profile) AS k,
-                          row_number() OVER (PARTITION BY gpu, op, profile, bucket
+        WITH d AS (SELECT *, hash(gpu, k, bucket) AS g,
+                          row_number() OVER (PARTITION BY gpu, k, bucket
                                              ORDER BY run_id, rank NULLS LAST, call NULLS LAST) AS seen FROM {d}),
              buckets AS (SELECT g, count(*) AS bucket_tunings, count(DISTINCT rank) AS bucket_ranks FROM d GROUP BY g),
-             picks AS (SELECT g, any_value(k) AS k, gpu, op, profile, bucket, runner, tactic, count(*) AS tunings,
+             picks AS (SELECT g, gpu, k, bucket, p, any_value(op) AS op, any_value(profile) AS profile,
+                              any_value(runner) AS runner, any_value(tactic) AS tactic, count(*) AS tunings,
                               count(DISTINCT rank) AS ranks, min(seen) AS first_seen
-                       FROM d GROUP BY g, gpu, op, profile, bucket, runner, tactic),
-             pt AS (SELECT p.g, p.runner, p.tactic, t.run_id, ln(t.min_ms) AS lt
-                    FROM (SELECT *, hash(gpu, op, profile) AS k FROM {t} WHERE min_ms > 0) t
-                    JOIN picks p ON p.k = t.k AND p.runner = t.runner AND p.tactic = t.tactic),
-             geo AS (SELECT g, runner, tactic, count(*) AS timed_runs, avg(lt) AS mean_lt FROM pt GROUP BY ALL),
-             best AS (SELECT g, arg_min({{'runner': runner, 'tactic': tactic}}, mean_lt) AS b FROM geo GROUP BY g),
-             bt AS (SELECT pt.g, pt.run_id, pt.lt FROM pt JOIN best ON pt.g = best.g
-                    AND pt.runner = best.b.runner AND pt.tactic = best.b.tactic),
-             ps AS (SELECT pt.g, pt.runner, pt.tactic, count(*) AS n_paired, avg(pt.lt - bt.lt) AS mean_log_ratio,
+                       FROM d GROUP BY g, gpu, k, bucket, p),
+             pt AS (SELECT picks.g, picks.p, t.run_id, ln(t.min_ms) AS lt
+                    FROM (SELECT * FROM {t} WHERE min_ms > 0) t
+                    JOIN picks ON picks.gpu = t.gpu AND picks.k = t.k AND picks.p = t.p),
+             geo AS (SELECT g, p, count(*) AS timed_runs, avg(lt) AS mean_lt FROM pt GROUP BY g, p),
+             best AS (SELECT g, arg_min(p, mean_lt) AS b FROM geo GROUP BY g),
+             bt AS (SELECT pt.g, pt.run_id, pt.lt FROM pt JOIN best ON pt.g = best.g AND pt.p = best.b),
+             ps AS (SELECT pt.g, pt.p, count(*) AS n_paired, avg(pt.lt - bt.lt) AS mean_log_ratio,
                            stddev_samp(pt.lt - bt.lt) AS sd_log_ratio
-                    FROM pt JOIN bt ON pt.g = bt.g AND pt.run_id = bt.run_id GROUP BY ALL)
+                    FROM pt JOIN bt ON pt.g = bt.g AND pt.run_id = bt.run_id GROUP BY pt.g, pt.p)
         SELECT picks.gpu, picks.op, picks.profile, picks.bucket, picks.runner, picks.tactic, picks.tunings,
                picks.ranks, picks.first_seen, buckets.bucket_tunings, buckets.bucket_ranks,
                coalesce(geo.timed_runs, 0) AS timed_runs, exp(geo.mean_lt) AS geo_ms,
-               coalesce(picks.runner = best.b.runner AND picks.tactic = best.b.tactic, false) AS best,
-               coalesce(ps.n_paired, 0) AS n_paired, ps.mean_log_ratio, ps.sd_log_ratio
+               coalesce(picks.p = best.b, false) AS best, coalesce(ps.n_paired, 0) AS n_paired,
+               ps.mean_log_ratio, ps.sd_log_ratio
         FROM picks JOIN buckets USING (g)
-        LEFT JOIN geo ON geo.g = picks.g AND geo.runner = picks.runner AND geo.tactic = picks.tactic
+        LEFT JOIN geo ON geo.g = picks.g AND geo.p = picks.p
         LEFT JOIN best ON best.g = picks.g
-        LEFT JOIN ps ON ps.g = picks.g AND ps.runner = picks.runner AND ps.tactic = picks.tactic
+        LEFT JOIN ps ON ps.g = picks.g AND ps.p = picks.p
         ORDER BY picks.gpu, picks.op, picks.profile, picks.bucket, picks.tunings DESC, picks.first_seen""", con)
 
 
@@ -156,12 +161,12 @@ def rank_speed(red: Reduced, *, con=None) -> pd.DataFrame:
     t = _with_gpu(red, "timings", "WHERE p.rank IS NOT NULL AND p.min_ms > 0")
     return _query(red, f"""
         WITH t AS (SELECT * FROM {t}),
-             med AS (SELECT gpu, op, profile, runner, tactic, median(min_ms) AS m FROM t
-                     GROUP BY gpu, op, profile, runner, tactic HAVING count(DISTINCT rank) >= 2),
-             per AS (SELECT t.gpu, t.rank, t.op, t.profile, median(ln(t.min_ms / med.m)) AS lr
-                     FROM t JOIN med USING (gpu, op, profile, runner, tactic) GROUP BY t.gpu, t.rank, t.op, t.profile)
+             med AS (SELECT gpu, k, p, median(min_ms) AS m FROM t GROUP BY gpu, k, p HAVING count(DISTINCT rank) >= 2),
+             per AS (SELECT t.gpu, t.rank, t.k, median(ln(t.min_ms / med.m)) AS lr
+                     FROM t JOIN med USING (gpu, k, p) GROUP BY t.gpu, t.rank, t.k),
+             named AS (SELECT per.*, n.op FROM per JOIN {_names(red)} n USING (k))
         SELECT gpu, rank, op, count(*) AS n_buckets, avg(lr) AS mean_log_ratio, stddev_samp(lr) AS sd_log_ratio
-        FROM per GROUP BY GROUPING SETS ((gpu, rank, op), (gpu, rank))
+        FROM named GROUP BY GROUPING SETS ((gpu, rank, op), (gpu, rank))
         ORDER BY gpu, rank, op NULLS FIRST""", con)
 
 
@@ -180,10 +185,9 @@ def signatures(red: Reduced, *, examples: int = 3, con=None) -> pd.DataFrame:
     """
     d = _with_gpu(red, "decisions", "WHERE p.rank IS NOT NULL")
     return _query(red, f"""
-        WITH rk AS (SELECT gpu, rank, op, profile, min(bucket) AS bucket,
-                           string_agg(DISTINCT runner || ' ' || tactic, ' | ' ORDER BY runner || ' ' || tactic) AS picks
-                    FROM {d} GROUP BY gpu, rank, op, profile),
-             sig AS (SELECT gpu, rank, bit_xor(hash(op, profile, picks)) AS signature, count(*) AS keys
+        WITH rk AS (SELECT gpu, rank, k, any_value(op) AS op, min(bucket) AS bucket,
+                           list_sort(list(DISTINCT p)) AS picks FROM {d} GROUP BY gpu, rank, k),
+             sig AS (SELECT gpu, rank, bit_xor(hash(k, picks)) AS signature, count(*) AS keys
                      FROM rk GROUP BY gpu, rank),
              groups AS (SELECT gpu, signature, list(rank ORDER BY rank) AS ranks, count(*) AS n_ranks,
                                min(rank) AS rep, any_value(keys) AS keys FROM sig GROUP BY gpu, signature),
@@ -195,7 +199,7 @@ def signatures(red: Reduced, *, examples: int = 3, con=None) -> pd.DataFrame:
                               FILTER (a.picks <> b.picks) AS changed_keys
                      FROM groups g JOIN largest l USING (gpu)
                      JOIN rk a ON a.gpu = g.gpu AND a.rank = g.rep
-                     JOIN rk b ON b.gpu = g.gpu AND b.rank = l.lrep AND b.op = a.op AND b.profile = a.profile
+                     JOIN rk b ON b.gpu = g.gpu AND b.rank = l.lrep AND b.k = a.k
                      GROUP BY g.gpu, g.signature)
         SELECT g.gpu, g.signature, g.ranks, g.n_ranks, g.keys, g.rep = l.lrep AS largest,
                g.keys + l.lkeys - 2 * coalesce(cmp.common, 0) + coalesce(cmp.changed, 0) AS differs,
@@ -209,9 +213,14 @@ def served(red: Reduced, *, con=None) -> pd.DataFrame:
     """The tactics each rank served (its winners table: profiled, cached, from a cache file...), as provenance.
 
     Returns:
-        One row per (gpu, rank, op, runner, tactic, source): ``buckets`` (profiles it served them at) and
-        ``calls``, sorted.
+        One row per (gpu, rank, op, runner, tactic, source): ``buckets`` (profiles it served them at),
+        ``calls``, and ``op_buckets`` (the profiles the rank served the op at, whatever the tactic), sorted.
     """
+    rows = _with_gpu(red, "served")
     return _query(red, f"""
-        SELECT gpu, rank, op, runner, tactic, source, count(DISTINCT profile) AS buckets, sum(calls) AS calls
-        FROM {_with_gpu(red, 'served')} GROUP BY ALL ORDER BY gpu, rank, op, runner, tactic, source""", con)
+        WITH s AS (SELECT * FROM {rows}),
+             per_op AS (SELECT gpu, rank, op, count(DISTINCT profile) AS op_buckets FROM s GROUP BY gpu, rank, op)
+        SELECT gpu, rank, op, runner, tactic, source, count(DISTINCT profile) AS buckets, sum(calls) AS calls,
+               any_value(op_buckets) AS op_buckets
+        FROM s JOIN per_op USING (gpu, rank, op)
+        GROUP BY gpu, rank, op, runner, tactic, source ORDER BY gpu, rank, op, runner, tactic, source""", con)

@@ -9,7 +9,9 @@ batches run anywhere: this process, or :mod:`profkit.query.distributed`'s Dask w
                ties), its time (the best candidate's), the default's runner and time (profkit's timing, else
                FlashInfer's own tactic -1 candidate), as :func:`profkit.analysis.winners` computes them; for a
                run without candidates (a cache file), its winners.
-``timings``    per (run_id, op, profile, runner, tactic): the fastest and the mean of the run's finite times.
+``timings``    per (run_id, k, p): the fastest and the mean of the run's finite times, where ``k`` names an
+               (op, profile) and ``p`` a (runner, tactic) by DuckDB's hash of them (the decisions carry both
+               with their names; parts of one reduction are read by one DuckDB version).
 ``served``     per (run_id, rank, op, profile, runner, tactic, source): the winners the run served and how
                (profiled, cached, cache_file...), with the number of calls: the tactics each rank served.
 ``runs``       one row per run: the catalogue's keys (:func:`profkit.catalog.keys.keyed_runs`: GPU, host,
@@ -36,32 +38,35 @@ RUN_COLUMNS = {"run_id": "VARCHAR", "source_kind": "VARCHAR", "gpu": "VARCHAR", 
                "cuda": "VARCHAR", "host": "VARCHAR", "pid": "VARCHAR", "rank": "VARCHAR", "sm": "VARCHAR",
                "started_at": "VARCHAR"}
 
+# k names an (op, profile) and p a (runner, tactic) by their hash: the queries group and join on numbers.
 _CANDIDATES = """
 CREATE OR REPLACE TEMP TABLE c AS
 SELECT p.run_id, coalesce(p.rank, f.name_rank) AS rank, p.call, p.op, p.profile, p.bucket, p.runner, p.tactic,
-       p.time_ms, coalesce(p.seq, 9223372036854775807) AS seq, coalesce(p.source <> 'default', true) AS own
+       p.time_ms, coalesce(p.seq, 9223372036854775807) AS seq, coalesce(p.source <> 'default', true) AS own,
+       hash(p.op, p.profile) AS k, hash(p.runner, p.tactic) AS p
 FROM {rel} p JOIN files f ON p.filename = f.file
 """
 # FlashInfer's pick per decision (AT:2531: the smallest finite time, the first measured on ties) and the default.
 _DECISIONS = """
-SELECT run_id, rank, call, op, profile, w.bucket AS bucket, w.runner AS runner, w.tactic AS tactic, time_ms,
-       n_candidates, CASE WHEN n_default > 0 THEN own_default.runner ELSE fi_default.runner END AS default_runner,
+SELECT run_id, rank, call, op, profile, k, w.bucket AS bucket, w.runner AS runner, w.tactic AS tactic, w.p AS p,
+       time_ms, n_candidates,
+       CASE WHEN n_default > 0 THEN own_default.runner ELSE fi_default.runner END AS default_runner,
        CASE WHEN n_default > 0 THEN own_default.t ELSE fi_default.t END AS default_ms
 FROM (
-  SELECT run_id, rank, call, op, profile,
-         arg_min({'bucket': bucket, 'runner': runner, 'tactic': tactic}, {'t': time_ms, 's': seq})
+  SELECT run_id, rank, call, k, any_value(op) AS op, any_value(profile) AS profile,
+         arg_min({'bucket': bucket, 'runner': runner, 'tactic': tactic, 'p': p}, {'t': time_ms, 's': seq})
            FILTER (own AND isfinite(time_ms)) AS w,
          min(time_ms) FILTER (own AND isfinite(time_ms)) AS time_ms,
          count(*) FILTER (own AND isfinite(time_ms)) AS n_candidates,
          count(*) FILTER (NOT own) AS n_default,
          arg_min({'runner': runner, 't': time_ms}, seq) FILTER (NOT own) AS own_default,
          arg_min({'runner': runner, 't': time_ms}, seq) FILTER (own AND tactic = '-1') AS fi_default
-  FROM c GROUP BY run_id, rank, call, op, profile)
+  FROM c GROUP BY run_id, rank, call, k)
 WHERE n_candidates > 0
 """
 _TIMINGS = """
-SELECT run_id, max(rank) AS rank, op, profile, runner, tactic, min(time_ms) AS min_ms, avg(time_ms) AS mean_ms
-FROM c WHERE own AND isfinite(time_ms) GROUP BY run_id, op, profile, runner, tactic
+SELECT run_id, max(rank) AS rank, k, p, min(time_ms) AS min_ms, avg(time_ms) AS mean_ms
+FROM c WHERE own AND isfinite(time_ms) GROUP BY run_id, k, p
 """
 _WINNERS = """
 CREATE OR REPLACE TEMP TABLE w AS
@@ -72,23 +77,31 @@ FROM {rel} p JOIN files f ON p.filename = f.file
 _SERVED = "SELECT run_id, rank, op, profile, bucket, runner, tactic, source, count(*) AS calls FROM w GROUP BY ALL"
 # A run without candidates (a cache file, a v2 store) decided what its winners table holds.
 _PICKED = """
-SELECT run_id, rank, call, op, profile, bucket, runner, tactic, time_ms, 0::BIGINT AS n_candidates,
-       NULL::VARCHAR AS default_runner, NULL::DOUBLE AS default_ms
+SELECT run_id, rank, call, op, profile, hash(op, profile) AS k, bucket, runner, tactic, hash(runner, tactic) AS p,
+       time_ms, 0::BIGINT AS n_candidates, NULL::VARCHAR AS default_runner, NULL::DOUBLE AS default_ms
 FROM w WHERE NOT EXISTS (SELECT 1 FROM c WHERE c.run_id IS NOT DISTINCT FROM w.run_id)
 """
 _RUNS = "SELECT r.* EXCLUDE (filename), f.folder FROM {rel} r JOIN files f ON r.filename = f.file"
 
 
 def reduce_batch(folders: pd.DataFrame, out: str | Path, part: int, *, threads: int | None = None,
-                 spill: str | Path | None = None) -> list[str]:
+                 spill: str | Path | None = None, served: bool = True) -> list[str]:
     """Reduce the capture ``folders`` (:func:`~profkit.query.captures.capture_folders` rows) to the four parts
-    ``<out>/<part name>/part-<part>.parquet``; return the problems (files set aside, by name)."""
+    ``<out>/<part name>/part-<part>.parquet``; return the problems (files set aside, by name).
+
+    ``served=False`` leaves the winners tables unread where there are candidates (the ``served`` part is then
+    empty): a fleet's winners files are as many as its candidates files, and only provenance needs them.
+    """
     out = Path(out)
     problems: list[str] = []
     con = _engine.connect(threads=threads, spill=spill)
     try:
         _select(con, folders, "candidates", CANDIDATE_COLUMNS, _CANDIDATES, problems, con.execute)
-        _select(con, folders, "winners", WINNER_COLUMNS, _WINNERS, problems, con.execute)
+        if served or not con.sql("SELECT count(*) FROM c").fetchone()[0]:
+            _select(con, folders, "winners", WINNER_COLUMNS, _WINNERS, problems, con.execute)
+        else:
+            con.execute(_WINNERS.format(rel=_engine.empty_relation(WINNER_COLUMNS, filename=True)).replace(
+                "JOIN files f ON p.filename = f.file", "CROSS JOIN (SELECT NULL::BIGINT AS name_rank) f"))
         frames = {"decisions": con.sql(f"{_DECISIONS} UNION ALL BY NAME {_PICKED}").to_arrow_table(),
                   "timings": con.sql(_TIMINGS).to_arrow_table(), "served": con.sql(_SERVED).to_arrow_table()}
         frames["runs"] = _keyed(_select(con, folders, "runs", RUN_COLUMNS, _RUNS, problems, _arrow(con)))
