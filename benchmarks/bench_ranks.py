@@ -13,7 +13,7 @@ wall time and peak resident memory:
   time) and the paired log ratio of every pick against it over the runs that timed both.
 
 ``--full`` also times all of ``profkit ranks`` (in this process: DuckDB; with ``--dask``, also on a
-2-worker LocalCluster): signature groups, slow ranks, served tactics and the verdicts. The answers are
+2-worker LocalCluster): signature groups, slow ranks and the verdicts. The answers are
 checked equal across engines on the smallest fleet. Prints each engine's seconds and peak memory side by
 side and the ratios from one fleet size to the next (targets: 1,000 ranks under 60 s and 2 GB, growth no
 worse than linear). No assertion: this is a measurement.
@@ -43,7 +43,7 @@ def duckdb_core(fleet: Path, work: Path):
     from profkit.query import ranks as q
     from profkit.query.fleet import reduce
 
-    return q.pick_stats(reduce([fleet], work, workers=1))
+    return q.pick_stats(reduce([fleet], work, workers=1, served=False))
 
 
 def duckdb_full(fleet: Path, work: Path, workers: int = 1):
@@ -51,12 +51,11 @@ def duckdb_full(fleet: Path, work: Path, workers: int = 1):
     from profkit.query import ranks as q
     from profkit.query.fleet import reduce
 
-    reduced = reduce([fleet], work, workers=workers)
+    reduced = reduce([fleet], work, workers=workers, served=False)  # as profkit ranks without --served
     picks = q.pick_stats(reduced)
     judge.rank_agreement(picks, noise=judge.noise_bands(q.spread(reduced)))
     judge.signature_groups(q.signatures(reduced))
     judge.slow_ranks(q.rank_speed(reduced))
-    q.served(reduced)
     return picks
 
 
@@ -99,7 +98,8 @@ def pyarrow_core(fleet: Path, work: Path):
     geo = _agg(pt, KEY, {"timed_runs": ("lt", "count"), "mean_lt": ("lt", "mean")})
     best = _agg(geo.sort_by([("mean_lt", "ascending")]), KEY[:3], {"runner": ("runner", "first"),
                                                                     "tactic": ("tactic", "first")}, ordered=True)
-    bt = pt.join(best, keys=KEY, join_type="inner").select([*KEY[:3], "run_id", "lt"]).rename_columns([*KEY[:3], "run_id", "best_lt"])
+    bt = pt.join(best, keys=KEY, join_type="inner").select([*KEY[:3], "run_id", "lt"]).rename_columns(
+        [*KEY[:3], "run_id", "best_lt"])
     paired = pt.join(bt, keys=[*KEY[:3], "run_id"], join_type="inner")
     paired = paired.append_column("d", pc.subtract(paired["lt"], paired["best_lt"]))
     ps = _agg(paired, KEY, {"n_paired": ("d", "count"), "mean_log_ratio": ("d", "mean"),
@@ -146,8 +146,29 @@ def polars_core(fleet: Path, work: Path):
     return out.collect().to_pandas()
 
 
+def logs_reduce(logs: Path, work: Path, workers: int = 1):
+    """Read every debug log under ``logs`` (one task per file) and reduce them: ``profkit ranks`` on logs."""
+    from profkit.query import ranks as q
+    from profkit.query.fleet import reduce
+
+    return q.pick_stats(reduce([logs], work, workers=workers, served=False))
+
+
+def build_logs(n: int, out: Path) -> Path:
+    """``n`` debug logs ``rank<i>.log``, each every shipped debug log one after another (one process's log each)."""
+    import gzip
+
+    out.mkdir(parents=True, exist_ok=True)
+    sources = sorted(ROOT.glob("data/h200/*/debug.log.gz")) + sorted(ROOT.glob("data/h200-moe/*/debug.log"))
+    text = b"".join(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes() for p in sources)
+    for i in range(n):
+        (out / f"rank{i}.log").write_bytes(text)
+    return out
+
+
 ENGINES = {"duckdb": duckdb_core, "pyarrow": pyarrow_core, "polars": polars_core, "profkit ranks": duckdb_full,
-           "profkit ranks, dask 2": lambda fleet, work: duckdb_full(fleet, work, workers=2)}
+           "profkit ranks, dask 2": lambda fleet, work: duckdb_full(fleet, work, workers=2),
+           "logs, 1 process": logs_reduce, "logs, dask 2": lambda logs, work: logs_reduce(logs, work, workers=2)}
 
 
 # -- measuring -------------------------------------------------------------------------------------
@@ -167,6 +188,7 @@ def child(engine: str, fleet: Path, out: Path) -> None:
 
 
 def measure(engine: str, fleet: Path, out: Path) -> dict:
+    out.unlink(missing_ok=True)  # an answer left from an earlier run is never compared
     proc = subprocess.run([sys.executable, __file__, "--child", engine, str(fleet), str(out)], capture_output=True,
                           text=True, cwd=ROOT)
     if proc.returncode != 0:
@@ -200,10 +222,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--engines", nargs="+", default=["duckdb", "pyarrow", "polars"], choices=list(ENGINES)[:3])
     p.add_argument("--full", action="store_true", help="also time all of profkit ranks (DuckDB)")
     p.add_argument("--dask", action="store_true", help="with --full: also on a 2-worker LocalCluster")
+    p.add_argument("--logs", type=int, default=0, metavar="N",
+                   help="instead: N debug logs (each every shipped log) read and reduced in one process and on a "
+                        "2-worker LocalCluster (target: at most 0.6x the one process's time)")
     p.add_argument("--child", nargs=3, metavar=("ENGINE", "FLEET", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         child(args.child[0], Path(args.child[1]), Path(args.child[2]))
+        return 0
+    if args.logs:
+        logs = build_logs(args.logs, args.fleets / f"profkit-logs-{args.logs}")
+        one, two = (measure(e, logs, Path("/tmp") / f"bench-ranks-{i}.parquet")
+                    for i, e in enumerate(("logs, 1 process", "logs, dask 2")))
+        print(f"{args.logs} logs ({sum(f.stat().st_size for f in logs.iterdir()) / 1e6:.0f} MB): one process "
+              f"{_cell(one)}; 2-worker LocalCluster {_cell(two)}; ratio "
+              + (f"{two['seconds'] / one['seconds']:.2f}x" if "seconds" in one and "seconds" in two else "n/a"))
         return 0
     engines = args.engines + (["profkit ranks"] if args.full else []) + (["profkit ranks, dask 2"] if args.dask else [])
     results: dict[tuple[str, int], dict] = {}
@@ -219,15 +252,19 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([sys.executable, str(ROOT / "scripts" / "make_fleet.py"), str(n), "--out", str(fleet)],
                            check=True)
         for engine in engines:
-            results[engine, n] = measure(engine, fleet, answers / f"{engine.replace(' ', '_').replace(',', '')}-{n}.parquet")
+            results[engine, n] = measure(engine, fleet, answers / _file(engine, n))
             print(f"{n:5d} ranks  {engine:22s} {_cell(results[engine, n])}", file=sys.stderr)
-        first = answers / f"{engines[0]}-{n}.parquet"
+        first = answers / _file(engines[0], n)
         for engine in engines[1:]:
-            other = answers / f"{engine.replace(' ', '_').replace(',', '')}-{n}.parquet"
+            other = answers / _file(engine, n)
             if first.exists() and other.exists():
                 print(f"{n:5d} ranks  {engine} vs {engines[0]}: {same(first, other)}", file=sys.stderr)
     _table(engines, args.ranks, results)
     return 0
+
+
+def _file(engine: str, n: int) -> str:
+    return f"{engine.replace(' ', '_').replace(',', '')}-{n}.parquet"
 
 
 def _cell(r: dict) -> str:

@@ -10,6 +10,7 @@ output folder must be one its workers can write and this process can read (a sha
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Callable, Sequence
 
@@ -47,5 +48,5 @@ def run_tasks(fn: Callable, tasks: Sequence, *, scheduler: str | None = None, wo
         with Client(address) as client:
             return client.gather(client.map(fn, tasks, pure=False))
     with LocalCluster(n_workers=min(workers, len(tasks)), threads_per_worker=1, processes=processes,
-                      dashboard_address=None, silence_logs="error") as cluster, Client(cluster) as client:
+                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         return client.gather(client.map(fn, tasks, pure=False))

@@ -23,8 +23,9 @@ from profkit.query.ranks import Reduced
 from profkit.query.reduce import reduce_batch
 
 # Capture folders per reduction task: few enough that a batch's candidates stay well inside DuckDB's
-# memory cap (a shipped rank is 31,082 candidate rows), enough that each task outlasts its scheduling.
-BATCH = 64
+# memory cap (a shipped rank is 31,082 candidate rows: 32 ranks peak near 0.5 GB), enough that each task
+# outlasts its scheduling.
+BATCH = 32
 
 
 def reduce(paths: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.PathLike, *,

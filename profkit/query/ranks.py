@@ -58,7 +58,7 @@ def _names(red: Reduced) -> str:
 
 def _query(red: Reduced, sql: str, con=None) -> pd.DataFrame:
     own = con is None
-    con = con or _engine.connect()
+    con = con or _engine.connect(spill=Path(red.root) / ".spill")
     try:
         return con.sql(sql).df()
     finally:
@@ -118,7 +118,7 @@ def pick_stats(red: Reduced, *, ranked: bool = False, con=None) -> pd.DataFrame:
     where = "WHERE p.rank IS NOT NULL" if ranked else ""
     d, t = _with_gpu(red, "decisions", where), _with_gpu(red, "timings", where)
     return _query(red, f"""
-        WITH d AS (SELECT *, hash(gpu, k, bucket) AS g,
+        WITH d AS MATERIALIZED (SELECT *, hash(gpu, k, bucket) AS g,
                           row_number() OVER (PARTITION BY gpu, k, bucket
                                              ORDER BY run_id, rank NULLS LAST, call NULLS LAST) AS seen FROM {d}),
              buckets AS (SELECT g, count(*) AS bucket_tunings, count(DISTINCT rank) AS bucket_ranks FROM d GROUP BY g),
@@ -126,7 +126,7 @@ def pick_stats(red: Reduced, *, ranked: bool = False, con=None) -> pd.DataFrame:
                               any_value(runner) AS runner, any_value(tactic) AS tactic, count(*) AS tunings,
                               count(DISTINCT rank) AS ranks, min(seen) AS first_seen
                        FROM d GROUP BY g, gpu, k, bucket, p),
-             pt AS (SELECT picks.g, picks.p, t.run_id, ln(t.min_ms) AS lt
+             pt AS MATERIALIZED (SELECT picks.g, picks.p, t.run_id, ln(t.min_ms) AS lt
                     FROM (SELECT * FROM {t} WHERE min_ms > 0) t
                     JOIN picks ON picks.gpu = t.gpu AND picks.k = t.k AND picks.p = t.p),
              geo AS (SELECT g, p, count(*) AS timed_runs, avg(lt) AS mean_lt FROM pt GROUP BY g, p),
@@ -161,7 +161,7 @@ def rank_speed(red: Reduced, *, con=None) -> pd.DataFrame:
     t = _with_gpu(red, "timings", "WHERE p.rank IS NOT NULL AND p.min_ms > 0")
     return _query(red, f"""
         WITH t AS (SELECT * FROM {t}),
-             med AS (SELECT gpu, k, p, median(min_ms) AS m FROM t GROUP BY gpu, k, p HAVING count(DISTINCT rank) >= 2),
+             med AS (SELECT gpu, k, p, median(min_ms) AS m FROM t GROUP BY gpu, k, p HAVING min(rank) < max(rank)),
              per AS (SELECT t.gpu, t.rank, t.k, median(ln(t.min_ms / med.m)) AS lr
                      FROM t JOIN med USING (gpu, k, p) GROUP BY t.gpu, t.rank, t.k),
              named AS (SELECT per.*, n.op FROM per JOIN {_names(red)} n USING (k))
@@ -185,22 +185,19 @@ def signatures(red: Reduced, *, examples: int = 3, con=None) -> pd.DataFrame:
     """
     d = _with_gpu(red, "decisions", "WHERE p.rank IS NOT NULL")
     return _query(red, f"""
-        WITH rk AS (SELECT gpu, rank, k, any_value(op) AS op, min(bucket) AS bucket,
-                           list_sort(list(DISTINCT p)) AS picks FROM {d} GROUP BY gpu, rank, k),
-             sig AS (SELECT gpu, rank, bit_xor(hash(k, picks)) AS signature, count(*) AS keys
-                     FROM rk GROUP BY gpu, rank),
+        WITH rk AS MATERIALIZED (SELECT gpu, rank, hash(gpu, rank) AS who, k, any_value(op) AS op, min(bucket) AS bucket,
+                           hash(list_sort(list(DISTINCT p))) AS picks FROM {d} GROUP BY gpu, rank, k),
+             sig AS (SELECT gpu, rank, bit_xor(hash(k, picks)) AS signature, count(*) AS keys FROM rk GROUP BY gpu, rank),
              groups AS (SELECT gpu, signature, list(rank ORDER BY rank) AS ranks, count(*) AS n_ranks,
                                min(rank) AS rep, any_value(keys) AS keys FROM sig GROUP BY gpu, signature),
              largest AS (SELECT gpu, arg_min(rep, (-n_ranks, rep)) AS lrep, arg_min(keys, (-n_ranks, rep)) AS lkeys
                          FROM groups GROUP BY gpu),
-             cmp AS (SELECT g.gpu, g.signature, count(*) AS common,
-                            count(*) FILTER (a.picks <> b.picks) AS changed,
+             mine AS (SELECT g.signature, rk.* FROM (SELECT *, hash(gpu, rep) AS who FROM groups) g JOIN rk USING (who)),
+             theirs AS (SELECT rk.* FROM (SELECT hash(gpu, lrep) AS who FROM largest) l JOIN rk USING (who)),
+             cmp AS (SELECT a.gpu, a.signature, count(*) AS common, count(*) FILTER (a.picks <> b.picks) AS changed,
                             list(a.op || ' ' || coalesce(CAST(a.bucket AS VARCHAR), '?') ORDER BY a.op, a.bucket)
                               FILTER (a.picks <> b.picks) AS changed_keys
-                     FROM groups g JOIN largest l USING (gpu)
-                     JOIN rk a ON a.gpu = g.gpu AND a.rank = g.rep
-                     JOIN rk b ON b.gpu = g.gpu AND b.rank = l.lrep AND b.k = a.k
-                     GROUP BY g.gpu, g.signature)
+                     FROM mine a JOIN theirs b ON hash(b.gpu, b.k) = hash(a.gpu, a.k) GROUP BY a.gpu, a.signature)
         SELECT g.gpu, g.signature, g.ranks, g.n_ranks, g.keys, g.rep = l.lrep AS largest,
                g.keys + l.lkeys - 2 * coalesce(cmp.common, 0) + coalesce(cmp.changed, 0) AS differs,
                coalesce(array_to_string(list_slice(cmp.changed_keys, 1, {int(examples)}), '; '), '') AS examples

@@ -94,10 +94,10 @@ def reduce_batch(folders: pd.DataFrame, out: str | Path, part: int, *, threads: 
     """
     out = Path(out)
     problems: list[str] = []
-    con = _engine.connect(threads=threads, spill=spill)
+    con = _engine.connect(threads=threads, spill=spill or out / f".spill-{part:06d}")
     try:
         _select(con, folders, "candidates", CANDIDATE_COLUMNS, _CANDIDATES, problems, con.execute)
-        if served or not con.sql("SELECT count(*) FROM c").fetchone()[0]:
+        if served or not con.execute("SELECT count(*) FROM c").fetchone()[0]:
             _select(con, folders, "winners", WINNER_COLUMNS, _WINNERS, problems, con.execute)
         else:
             con.execute(_WINNERS.format(rel=_engine.empty_relation(WINNER_COLUMNS, filename=True)).replace(
