@@ -18,6 +18,8 @@ from profkit.query import ranks as q
 from profkit.query.fleet import reduce
 
 ENGINE_LIKE = DATA / "h200-engine-like" / "capture"
+# The shipped H200 captures (data/h100 and others hold other GPUs' sets, some reusing these run_ids).
+SHIPPED = [DATA / "h200", DATA / "h200-moe", DATA / "h200-engine-like"]
 
 
 def _make_fleet():
@@ -29,13 +31,13 @@ def _make_fleet():
 
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory):
-    """The whole data/ folder, reduced by DuckDB in this process, and read in memory (profkit.load)."""
+    """The shipped H200 captures, reduced by DuckDB in this process, and read in memory (profkit.load)."""
     from profkit import schema
 
-    reduced = reduce([DATA], tmp_path_factory.mktemp("shipped-parts"), workers=1)
+    reduced = reduce(SHIPPED, tmp_path_factory.mktemp("shipped-parts"), workers=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        tables = schema.load(DATA)
+        tables = schema.concat(schema.load(p) for p in SHIPPED)
     return reduced, tables.candidates
 
 
@@ -131,7 +133,7 @@ def test_regret_is_judged_on_the_runs_that_timed_both(tmp_path):
     assert len(others) and (others["n_units"] == 6).all()  # one run per rank, and every run timed every candidate
     assert (others["design"] == "paired").all() and others["verdict"].isin(["slower", "within_noise", "faster"]).all()
     # The regret is the geometric mean, over the runs, of the pick's fastest time over the best pick's.
-    timings = pd.concat([pd.read_parquet(f) for f in reduced.files("timings")]).set_index(["k", "p", "run_id"]).sort_index()
+    timings = pd.concat([pd.read_parquet(f) for f in reduced.files("timings")]).set_index(["k", "p", "run"]).sort_index()
     names = q.decisions(reduced)  # the timings name (op, profile) and (runner, tactic) by their hash: k and p
     key_of = dict(zip(zip(names["op"], names["profile"]), names["k"]))
     pick_of = dict(zip(zip(names["runner"], names["tactic"]), names["p"]))
@@ -202,3 +204,21 @@ def test_cli_ranks_help_imports_nothing_heavy():
             "print(sorted(m for m in ('duckdb', 'pandas', 'dask', 'distributed') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_run_id_reused_on_another_gpu_stays_apart(tmp_path):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = DATA / "h200" / "bf16" / "bf16_gemm-llama3-8b-o" / "capture"
+    for gpu in ("NVIDIA H200", "NVIDIA H100 80GB HBM3"):
+        folder = tmp_path / "sets" / gpu.split()[1] / "capture"
+        shutil.copytree(source, folder)
+        runs = pq.read_table(folder / "runs.parquet")
+        pq.write_table(runs.set_column(runs.column_names.index("gpu"), "gpu", pa.array([gpu])), folder / "runs.parquet")
+    reduced = reduce([tmp_path / "sets"], tmp_path / "parts", workers=1)
+    agreement = judge.rank_agreement(q.pick_stats(reduced))
+    assert sorted(agreement["gpu"].unique()) == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
+    assert (agreement["tunings"] == 1).all() and len(agreement) == 40  # 20 buckets per GPU, never merged

@@ -48,7 +48,7 @@ class Reduced:
 
 def _with_gpu(red: Reduced, part: str, where: str = "") -> str:
     return (f"(SELECT p.*, coalesce(r.gpu, '{UNKNOWN_GPU}') AS gpu FROM {red.relation(part)} p "
-            f"LEFT JOIN (SELECT DISTINCT run_id, gpu FROM {red.relation('runs')}) r USING (run_id) {where})")
+            f"LEFT JOIN (SELECT run, any_value(gpu) AS gpu FROM {red.relation('runs')} GROUP BY run) r USING (run) {where})")
 
 
 def _names(red: Reduced) -> str:
@@ -91,7 +91,7 @@ def spread(red: Reduced, *, con=None) -> pd.DataFrame:
                       FROM {timings} t GROUP BY gpu, k, p),
              prof AS (SELECT gpu, k, count(*) FILTER (n >= 2) AS n_pairs, avg(cv2) FILTER (n >= 2) AS cv2
                       FROM cand GROUP BY gpu, k),
-             runs AS (SELECT gpu, k, count(DISTINCT run_id) AS n_runs FROM {timings} t GROUP BY gpu, k)
+             runs AS (SELECT gpu, k, count(DISTINCT run) AS n_runs FROM {timings} t GROUP BY gpu, k)
         SELECT gpu, op, profile, n_runs, n_pairs, sqrt(cv2) AS rel_sd
         FROM prof JOIN runs USING (gpu, k) JOIN {_names(red)} USING (k) ORDER BY gpu, op, profile""", con)
 
@@ -126,15 +126,15 @@ def pick_stats(red: Reduced, *, ranked: bool = False, con=None) -> pd.DataFrame:
                               any_value(runner) AS runner, any_value(tactic) AS tactic, count(*) AS tunings,
                               count(DISTINCT rank) AS ranks, min(seen) AS first_seen
                        FROM d GROUP BY g, gpu, k, bucket, p),
-             pt AS MATERIALIZED (SELECT picks.g, picks.p, t.run_id, ln(t.min_ms) AS lt
+             pt AS MATERIALIZED (SELECT picks.g, picks.p, t.run, ln(t.min_ms) AS lt
                     FROM (SELECT * FROM {t} WHERE min_ms > 0) t
                     JOIN picks ON picks.gpu = t.gpu AND picks.k = t.k AND picks.p = t.p),
              geo AS (SELECT g, p, count(*) AS timed_runs, avg(lt) AS mean_lt FROM pt GROUP BY g, p),
              best AS (SELECT g, arg_min(p, mean_lt) AS b FROM geo GROUP BY g),
-             bt AS (SELECT pt.g, pt.run_id, pt.lt FROM pt JOIN best ON pt.g = best.g AND pt.p = best.b),
+             bt AS (SELECT pt.g, pt.run, pt.lt FROM pt JOIN best ON pt.g = best.g AND pt.p = best.b),
              ps AS (SELECT pt.g, pt.p, count(*) AS n_paired, avg(pt.lt - bt.lt) AS mean_log_ratio,
                            stddev_samp(pt.lt - bt.lt) AS sd_log_ratio
-                    FROM pt JOIN bt ON pt.g = bt.g AND pt.run_id = bt.run_id GROUP BY pt.g, pt.p)
+                    FROM pt JOIN bt ON pt.g = bt.g AND pt.run = bt.run GROUP BY pt.g, pt.p)
         SELECT picks.gpu, picks.op, picks.profile, picks.bucket, picks.runner, picks.tactic, picks.tunings,
                picks.ranks, picks.first_seen, buckets.bucket_tunings, buckets.bucket_ranks,
                coalesce(geo.timed_runs, 0) AS timed_runs, exp(geo.mean_lt) AS geo_ms,

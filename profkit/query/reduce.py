@@ -1,6 +1,7 @@
 """Reduce capture folders, a batch at a time, to the few rows the rank questions read: per run first.
 
-A batch's candidates are read once, where they lie, only the columns named here, and reduced to four
+A run is a (folder, run_id): ``run`` is their hash, so two folders that reuse a run_id (a capture
+repeated on another GPU) stay apart. A batch's candidates are read once, where they lie, only the columns named here, and reduced to four
 parquet parts written through profkit's one writer (each part is independent of every other batch, so
 batches run anywhere: this process, or :mod:`profkit.query.distributed`'s Dask workers):
 
@@ -9,12 +10,12 @@ batches run anywhere: this process, or :mod:`profkit.query.distributed`'s Dask w
                ties), its time (the best candidate's), the default's runner and time (profkit's timing, else
                FlashInfer's own tactic -1 candidate), as :func:`profkit.analysis.winners` computes them; for a
                run without candidates (a cache file), its winners.
-``timings``    per (run_id, k, p): the fastest and the mean of the run's finite times, where ``k`` names an
+``timings``    per (run, k, p): the fastest and the mean of the run's finite times, where ``k`` names an
                (op, profile) and ``p`` a (runner, tactic) by DuckDB's hash of them (the decisions carry both
                with their names; parts of one reduction are read by one DuckDB version).
 ``served``     per (run_id, rank, op, profile, runner, tactic, source): the winners the run served and how
                (profiled, cached, cache_file...), with the number of calls: the tactics each rank served.
-``runs``       one row per run: the catalogue's keys (:func:`profkit.catalog.keys.keyed_runs`: GPU, host,
+``runs``       one row per run: ``run``, the catalogue's keys (:func:`profkit.catalog.keys.keyed_runs`: GPU, host,
                rank, process...) and the folder it was read from.
 """
 
@@ -41,19 +42,19 @@ RUN_COLUMNS = {"run_id": "VARCHAR", "source_kind": "VARCHAR", "gpu": "VARCHAR", 
 # k names an (op, profile) and p a (runner, tactic) by their hash: the queries group and join on numbers.
 _CANDIDATES = """
 CREATE OR REPLACE TEMP TABLE c AS
-SELECT p.run_id, coalesce(p.rank, f.name_rank) AS rank, p.call, p.op, p.profile, p.bucket, p.runner, p.tactic,
-       p.time_ms, coalesce(p.seq, 9223372036854775807) AS seq, coalesce(p.source <> 'default', true) AS own,
-       hash(p.op, p.profile) AS k, hash(p.runner, p.tactic) AS p
+SELECT hash(f.folder, p.run_id) AS run, p.run_id, coalesce(p.rank, f.name_rank) AS rank, p.call, p.op, p.profile,
+       p.bucket, p.runner, p.tactic, p.time_ms, coalesce(p.seq, 9223372036854775807) AS seq,
+       coalesce(p.source <> 'default', true) AS own, hash(p.op, p.profile) AS k, hash(p.runner, p.tactic) AS p
 FROM {rel} p JOIN files f ON p.filename = f.file
 """
 # FlashInfer's pick per decision (AT:2531: the smallest finite time, the first measured on ties) and the default.
 _DECISIONS = """
-SELECT run_id, rank, call, op, profile, k, w.bucket AS bucket, w.runner AS runner, w.tactic AS tactic, w.p AS p,
+SELECT run, run_id, rank, call, op, profile, k, w.bucket AS bucket, w.runner AS runner, w.tactic AS tactic, w.p AS p,
        time_ms, n_candidates,
        CASE WHEN n_default > 0 THEN own_default.runner ELSE fi_default.runner END AS default_runner,
        CASE WHEN n_default > 0 THEN own_default.t ELSE fi_default.t END AS default_ms
 FROM (
-  SELECT run_id, rank, call, k, any_value(op) AS op, any_value(profile) AS profile,
+  SELECT run, any_value(run_id) AS run_id, rank, call, k, any_value(op) AS op, any_value(profile) AS profile,
          arg_min({'bucket': bucket, 'runner': runner, 'tactic': tactic, 'p': p}, {'t': time_ms, 's': seq})
            FILTER (own AND isfinite(time_ms)) AS w,
          min(time_ms) FILTER (own AND isfinite(time_ms)) AS time_ms,
@@ -61,27 +62,27 @@ FROM (
          count(*) FILTER (NOT own) AS n_default,
          arg_min({'runner': runner, 't': time_ms}, seq) FILTER (NOT own) AS own_default,
          arg_min({'runner': runner, 't': time_ms}, seq) FILTER (own AND tactic = '-1') AS fi_default
-  FROM c GROUP BY run_id, rank, call, k)
+  FROM c GROUP BY run, rank, call, k)
 WHERE n_candidates > 0
 """
 _TIMINGS = """
-SELECT run_id, max(rank) AS rank, k, p, min(time_ms) AS min_ms, avg(time_ms) AS mean_ms
-FROM c WHERE own AND isfinite(time_ms) GROUP BY run_id, k, p
+SELECT run, max(rank) AS rank, k, p, min(time_ms) AS min_ms, avg(time_ms) AS mean_ms
+FROM c WHERE own AND isfinite(time_ms) GROUP BY run, k, p
 """
 _WINNERS = """
 CREATE OR REPLACE TEMP TABLE w AS
-SELECT p.run_id, coalesce(p.rank, f.name_rank) AS rank, p.call, p.op, p.profile, p.bucket, p.runner, p.tactic,
-       p.time_ms, p.source
+SELECT hash(f.folder, p.run_id) AS run, p.run_id, coalesce(p.rank, f.name_rank) AS rank, p.call, p.op,
+       p.profile, p.bucket, p.runner, p.tactic, p.time_ms, p.source
 FROM {rel} p JOIN files f ON p.filename = f.file
 """
-_SERVED = "SELECT run_id, rank, op, profile, bucket, runner, tactic, source, count(*) AS calls FROM w GROUP BY ALL"
+_SERVED = "SELECT run, run_id, rank, op, profile, bucket, runner, tactic, source, count(*) AS calls FROM w GROUP BY ALL"
 # A run without candidates (a cache file, a v2 store) decided what its winners table holds.
 _PICKED = """
-SELECT run_id, rank, call, op, profile, hash(op, profile) AS k, bucket, runner, tactic, hash(runner, tactic) AS p,
+SELECT run, run_id, rank, call, op, profile, hash(op, profile) AS k, bucket, runner, tactic, hash(runner, tactic) AS p,
        time_ms, 0::BIGINT AS n_candidates, NULL::VARCHAR AS default_runner, NULL::DOUBLE AS default_ms
-FROM w WHERE NOT EXISTS (SELECT 1 FROM c WHERE c.run_id IS NOT DISTINCT FROM w.run_id)
+FROM w WHERE NOT EXISTS (SELECT 1 FROM c WHERE c.run = w.run)
 """
-_RUNS = "SELECT r.* EXCLUDE (filename), f.folder FROM {rel} r JOIN files f ON r.filename = f.file"
+_RUNS = "SELECT hash(f.folder, r.run_id) AS run, r.* EXCLUDE (filename), f.folder FROM {rel} r JOIN files f ON r.filename = f.file"
 
 
 def reduce_batch(folders: pd.DataFrame, out: str | Path, part: int, *, threads: int | None = None,
@@ -144,6 +145,6 @@ def _keyed(runs):
 
     from profkit.catalog.keys import KEY_COLUMNS, keyed_runs
 
-    frame = runs.to_pandas().drop_duplicates("run_id")
+    frame = runs.to_pandas().drop_duplicates("run")
     keyed = keyed_runs(frame.assign(path=frame["folder"]), {})
-    return pa.Table.from_pandas(keyed[[*KEY_COLUMNS, "folder"]].astype({"folder": "string"}), preserve_index=False)
+    return pa.Table.from_pandas(keyed[["run", *KEY_COLUMNS, "folder"]].astype({"folder": "string"}), preserve_index=False)
