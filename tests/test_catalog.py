@@ -179,3 +179,57 @@ def test_results_without_their_tuning_still_open():
     cat = catalog.open(DATA / "h200-verify" / "step-interleaved")
     assert cat.inputs == ("step results",) and cat.tables.candidates.empty
     assert len(cat.step) + len(cat.step_other) > 0
+
+
+def test_another_gpus_picks_timed_here_are_priced_not_judged_as_this_gpus(tmp_path):
+    """A verify table of an H200 capture timed on an H100 is left out of both GPUs' own verdicts and priced by
+    the portability analysis against the H100's own verify table."""
+    shutil.copytree(DATA / "h200-moe" / "qwen3-30b-a3b-r0", tmp_path / "data" / "own")
+    cat0 = catalog.open(tmp_path / "data" / "own")
+    run = str(cat0.runs["run_id"].iloc[0])
+    verify = pd.read_parquet(tmp_path / "data" / "own" / "verify.parquet")
+    # The same rows, as if this capture's picks had been timed on another GPU (verify_gpu names where).
+    (tmp_path / "data" / "cross").mkdir()
+    verify.assign(verify_gpu="NVIDIA H100 80GB HBM3").to_parquet(tmp_path / "data" / "cross" / "verify.parquet")
+    cat = catalog.open(tmp_path / "data")
+    assert partition.gpus(cat) == ["NVIDIA H200"]
+    cross = partition.cross_gpu_verify(cat.verify, cat.runs)
+    assert len(cross) == len(verify) and set(cross["timed_gpu"]) == {"NVIDIA H100 80GB HBM3"}
+    own = partition.for_gpu(cat, "NVIDIA H200").verify
+    assert len(own) == len(verify) and set(own["run_id"]) == {run}
+    model = build_model(cat)
+    assert model.carried.empty  # no H100 capture of its own to compare with: nothing priced, nothing invented
+
+
+PUBLIC_LOGS = sorted((TEST_DATA / "public_logs").glob("*.log"))
+
+
+@pytest.mark.parametrize("log", PUBLIC_LOGS, ids=[p.name for p in PUBLIC_LOGS])
+def test_every_public_debug_log_goes_through_the_report(log, tmp_path):
+    from profkit.cli import main
+
+    assert main(["report", str(log), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    doc = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert doc["schema_version"] == 2 and all(e["reason"] for e in doc["ops"])
+
+
+ENGINE_FIXTURES = sorted(p for p in (ROOT.parent / "shared" / "fixtures" / "engines").glob("*")
+                         if p.suffix not in (".src", ".md"))
+
+
+@pytest.mark.skipif(not ENGINE_FIXTURES, reason="../shared/fixtures/engines is not beside this checkout")
+def test_every_shipped_engine_fixture_opens_and_lays_out_a_first_screen():
+    """Engine outputs alone: their rows are read, or the file is named as unreadable, and the first screen is laid out."""
+    import warnings
+
+    from profkit.report import ReportContext, _main
+
+    for path in ENGINE_FIXTURES:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            cat = catalog.open(path)
+        assert cat.inputs == ("engine results",), path
+        assert len(cat.bench) or (cat.problems and any(str(path) in str(w.message) for w in said)), path
+        model = build_model(cat)
+        context = ReportContext(data=model.data, results=model.results, verdicts=model.verdicts, gpus=model.gpus)
+        assert "No op was tuned" in _main.verdict_section(context).text

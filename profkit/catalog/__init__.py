@@ -152,6 +152,8 @@ def open(paths: str | os.PathLike | Sequence[str | os.PathLike], *,  # noqa: A00
     step, other, captures, cache_files = _read.split_steps(inv, steps, parts, caches)
     op_timings = _read.op_timings(inv, problems)
     linears, layers = _read._models(sorted({model for model, _ in captures}))
+    if "engine results" in inputs:  # nothing but engine outputs: they are what there is to read
+        bench = [*bench, *inv.paths("bench")]
     bench_frame, notes = _read.bench(bench, problems)
     catalog = Catalog(root=inv.root, runs=tables.runs, files=inv.files, tables=tables, op_timings=op_timings,
                       step=step, step_other=other, step_captures=captures, step_caches=cache_files, linears=linears,

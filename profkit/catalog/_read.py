@@ -61,7 +61,7 @@ def tables(inv: Inventory, problems: list) -> tuple[schema.Tables, dict[str, sch
                        "(FLASHINFER_LOGGING_LEVEL=debug), a cache file (autotune(cache=...)) or a v2 store")
 
 
-_RESULTS = {"step": "step results", "verify": "verify tables", "op_timings": "op timings"}
+_RESULTS = {"step": "step results", "verify": "verify tables", "op_timings": "op timings", "bench": "engine results"}
 
 
 def _with_path(tables: schema.Tables, folder: Path) -> schema.Tables:
@@ -213,12 +213,15 @@ def moe(inv: Inventory, prov: Mapping[str, dict], parts: Mapping[str, schema.Tab
     from what was already read; None when there are none."""
     from profkit.sources.moe_runs import assemble_moe_runs
 
-    homes = sorted({(inv.root / rel).parent if rel != "." else inv.root
-                    for rel, doc in prov.items() if str(doc.get("shape", "")).startswith("E=")})
+    def home_of(folder: Path) -> Path:  # the folder holding a run folder (the root for a run given itself)
+        return folder.parent if folder != inv.root else inv.root
+
+    runs_at = {inv.root / rel if rel != "." else inv.root for rel, doc in prov.items()
+               if str(doc.get("shape", "")).startswith("E=")}
     found = []
-    for home in homes:
-        folders = sorted({Path(p).parent for p in parts if Path(p).parent.parent == home}
-                         | {inv.root / rel for rel in prov if (inv.root / rel).parent == home})
+    for home in sorted({home_of(f) for f in runs_at}):
+        folders = sorted({Path(p).parent for p in parts if home_of(Path(p).parent) == home}
+                         | {f for f in runs_at if home_of(f) == home})
         found.append(assemble_moe_runs(
             home, {f: prov.get(inv.rel(f)) for f in folders},
             {f: parts[str(f / "capture")] for f in folders if str(f / "capture") in parts},

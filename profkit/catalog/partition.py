@@ -48,8 +48,8 @@ def cross_gpu_verify(verify: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def for_gpu(catalog, gpu: str):
-    """The part of ``catalog`` tuned and timed on ``gpu`` (the whole catalogue when it holds one GPU only)."""
-    if gpus(catalog) == [gpu]:
+    """The part of ``catalog`` tuned and timed on ``gpu`` (the whole catalogue when nothing in it ran elsewhere)."""
+    if gpus(catalog) == [gpu] and not len(cross_gpu_verify(catalog.verify, catalog.runs)):
         return catalog
     gpu_of = run_gpus(catalog.runs)
     mine = set(gpu_of[gpu_of == gpu].index)

@@ -51,8 +51,8 @@ from profkit.report._detail import (break_even_section, cost_detail_section, e2e
                                     outside_tuning_section, plan_section, provenance_section, repeats_section,
                                     speedup_section, step_section, step_set_figures_section, step_sets_section,
                                     step_times_section, tactic_section, verify_detail_section)
-from profkit.report._main import (cost_section, failure_lines, findings_markdown, headline_markdown, moe_section,
-                                  serving_section, verdict_line, verdict_section)
+from profkit.report._main import (across_gpus_section, cost_section, failure_lines, findings_markdown,
+                                  headline_markdown, moe_section, serving_section, verdict_line, verdict_section)
 from profkit.report._model import ReportModel, build_model
 from profkit.report._page import PAGES, FigureSpec, ReportContext, Section, Table, page_file
 from profkit.report._render import html_page, markdown_page, markdown_table
@@ -63,7 +63,7 @@ README_FIGURES = ("tactic_map", "speedup")
 
 SECTIONS: list[Callable[[ReportContext], Section | None]] = [
     # the main page
-    verdict_section, cost_section, serving_section, moe_section,
+    verdict_section, across_gpus_section, cost_section, serving_section, moe_section,
     # the detail pages
     tactic_section, speedup_section, outside_tuning_section, cost_detail_section, break_even_section, step_section,
     step_times_section, step_sets_section, step_set_figures_section, verify_detail_section, e2e_section,
@@ -71,7 +71,7 @@ SECTIONS: list[Callable[[ReportContext], Section | None]] = [
 ]
 
 __all__ = [
-    "ReportModel", "build_model", "summary_document",
+    "ReportModel", "across_gpus_section", "build_model", "summary_document",
     "PAGES", "README_FIGURES", "SECTIONS", "FigureSpec", "ReportContext", "Section", "Table", "break_even_section",
     "build_report", "cost_detail_section", "cost_section", "e2e_section", "failure_lines", "findings_markdown",
     "headline_markdown", "html_page", "markdown_page", "markdown_table", "moe_detail_section", "moe_section", "outside_tuning_section",

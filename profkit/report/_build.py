@@ -97,7 +97,8 @@ def build_report(data, out: str | Path, *, results=None,
     verdicts = model.verdicts if model is not None else None
     with warnings.catch_warnings(), _style.use_style(style):
         warnings.simplefilter("ignore", UserWarning)
-        ctx = ReportContext(data=data, results=results, verdicts=verdicts, gpus=model.gpus if model else ())
+        ctx = ReportContext(data=data, results=results, verdicts=verdicts, gpus=model.gpus if model else (),
+                            portability=model.portability if model else None)
         built = [s for s in (build(ctx) for build in (SECTIONS if sections is None else sections)) if s is not None]
         bar.update()
         names = [f.name for s in built for f in s.figures]

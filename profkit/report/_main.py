@@ -223,6 +223,25 @@ def _detectable_cell(row) -> str:
     return "-"
 
 
+def across_gpus_section(ctx: ReportContext) -> Section | None:
+    """What one GPU's tuning is worth on another: its picks timed there against that GPU's own and its default."""
+    p = ctx.portability
+    if p is None or p.empty:
+        return None
+    lines = []
+    for row in p.itertuples(index=False):
+        worst = (f"; at worst {row.worst_regret:+.1%} at {row.worst_regret_at}" if row.slower_than_own else "")
+        lines.append(f"- `{row.op}`, tuned on {row.source_gpu} and run on {row.target_gpu}: the same pick as the "
+                     f"target's own at {row.top1_agreement:.0%} of {T.count(row.points, 'point')} (top-1 agreement); "
+                     f"slower than the target's own pick beyond noise at {row.slower_than_own}, faster at "
+                     f"{row.faster_than_own}{worst}; against the target's default: faster at "
+                     f"{row.faster_than_default}, slower at {row.slower_than_default}.")
+    text = "\n".join(["Each carried pick is priced against the default timed in the same process, so the two "
+                      "processes' drift cancels; regret is the carried pick's time over the target's own pick's, "
+                      "judged by the one rule.", ""] + lines)
+    return Section("Across GPUs", text)
+
+
 def aa_sentence(aa: pd.DataFrame) -> str:
     """`` On identical kernels in this data ...``: the rule's measured false-positive rate (empty without A/A pairs)."""
     measured = aa[aa["measurable"] > 0] if len(aa) else aa

@@ -13,6 +13,7 @@ import dataclasses
 import pandas as pd
 
 from profkit.analysis.overview import overview
+from profkit.analysis.portability import carried_picks, portability
 from profkit.catalog import partition
 
 
@@ -28,6 +29,9 @@ class ReportModel:
         results: the analyses of ``data`` (an :class:`~profkit.analysis.overview.Overview`).
         verdicts: one row per (op, GPU): :func:`~profkit.analysis.overview.op_verdicts` of every GPU's part,
             with ``gpu`` and ``flashinfer`` (that part's versions, comma-joined).
+        carried: :func:`~profkit.analysis.portability.carried_picks`: one GPU's picks timed on another, against
+            that GPU's own picks and default (empty without such verify rows).
+        portability: :func:`~profkit.analysis.portability.portability` of ``carried``.
     """
 
     catalog: object
@@ -36,6 +40,8 @@ class ReportModel:
     data: object
     results: object
     verdicts: pd.DataFrame
+    carried: pd.DataFrame
+    portability: pd.DataFrame
 
 
 def build_model(catalog, *, gpu: str | None = None) -> ReportModel:
@@ -50,7 +56,11 @@ def build_model(catalog, *, gpu: str | None = None) -> ReportModel:
     results = {g: overview(parts[g]) for g in gpus}
     verdicts = pd.concat([results[g].op_verdicts.assign(gpu=g, flashinfer=_versions(parts[g].runs)) for g in gpus],
                          ignore_index=True)
-    return ReportModel(catalog=catalog, gpus=gpus, gpu=gpu, data=parts[gpu], results=results[gpu], verdicts=verdicts)
+    verify = catalog.verify
+    carried = carried_picks(pd.concat([verify, partition.verify_gpus(verify, catalog.runs)], axis=1)) \
+        if len(verify) else carried_picks(verify)
+    return ReportModel(catalog=catalog, gpus=gpus, gpu=gpu, data=parts[gpu], results=results[gpu], verdicts=verdicts,
+                       carried=carried, portability=portability(carried))
 
 
 def _versions(runs: pd.DataFrame) -> str:

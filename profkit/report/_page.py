@@ -116,6 +116,7 @@ class ReportContext:
     results: object
     verdicts: object = None
     gpus: tuple = ()
+    portability: object = None
 
     @property
     def labels(self) -> dict:

@@ -89,4 +89,4 @@ def assemble_moe_runs(root: Path, provenance: dict, captures: dict, steps: list,
     extra = [c for c in runs.columns if c not in RUN_COLUMNS]
     runs = schema.conform_columns(runs, {**RUN_COLUMNS, **{c: "float64" for c in extra}}) if len(runs) else runs
     parts = [captures[f] for f in sorted(captures)]
-    return MoeRuns(tables=schema.concat(parts) if parts else schema.Tables(), verify=verify, step=step, runs=runs)
+    return MoeRuns(tables=schema.concat(parts) if parts else schema.Tables.empty(), verify=verify, step=step, runs=runs)

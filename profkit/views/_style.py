@@ -291,7 +291,7 @@ def timings_of(frame, op_column: str = "op", timing_column: str = "timing") -> d
         return {}
     out: dict[str, list[str]] = {}
     for op, timing in frame[[op_column, timing_column]].drop_duplicates().itertuples(index=False):
-        if op is None or op != op:
+        if op is None or pd.isna(op):  # None, NaN or pd.NA: a timing of no known op
             continue
         out.setdefault(str(op), []).append(None if pd.isna(timing) else timing)
     return out

@@ -166,8 +166,9 @@ def _draw_tuning_time(info: TuningTimeInfo, ax: Axes, *, title: str | None = Non
         ax.set_title(text, loc="left")
     if whole_figure and info.per == "op":  # in one row under the bars, clear of their labels
         handles, names = ax.get_legend_handles_labels()
-        ax.figure.legend(handles, names, loc="outside lower center", ncol=len(names), fontsize="x-small")
-    else:
+        if names:  # nothing drawn has a name (every phase too small to see): no legend
+            ax.figure.legend(handles, names, loc="outside lower center", ncol=len(names), fontsize="x-small")
+    elif ax.get_legend_handles_labels()[1]:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small", borderaxespad=0)
     if note:
         add_note(ax, "buckets' own windows; each call adds a few ms outside them. profkit's extra default timing "
