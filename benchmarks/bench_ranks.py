@@ -154,13 +154,13 @@ def logs_reduce(logs: Path, work: Path, workers: int = 1):
     return q.pick_stats(reduce([logs], work, workers=workers, served=False))
 
 
-def build_logs(n: int, out: Path) -> Path:
-    """``n`` debug logs ``rank<i>.log``, each every shipped debug log one after another (one process's log each)."""
+def build_logs(n: int, out: Path, copies: int = 1) -> Path:
+    """``n`` debug logs ``rank<i>.log``, each every shipped debug log one after another, ``copies`` times."""
     import gzip
 
     out.mkdir(parents=True, exist_ok=True)
     sources = sorted(ROOT.glob("data/h200/*/debug.log.gz")) + sorted(ROOT.glob("data/h200-moe/*/debug.log"))
-    text = b"".join(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes() for p in sources)
+    text = b"".join(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes() for p in sources) * copies
     for i in range(n):
         (out / f"rank{i}.log").write_bytes(text)
     return out
@@ -225,13 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--logs", type=int, default=0, metavar="N",
                    help="instead: N debug logs (each every shipped log) read and reduced in one process and on a "
                         "2-worker LocalCluster (target: at most 0.6x the one process's time)")
+    p.add_argument("--log-copies", type=int, default=1, metavar="K", help="with --logs: each log K times as long")
     p.add_argument("--child", nargs=3, metavar=("ENGINE", "FLEET", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         child(args.child[0], Path(args.child[1]), Path(args.child[2]))
         return 0
     if args.logs:
-        logs = build_logs(args.logs, args.fleets / f"profkit-logs-{args.logs}")
+        logs = build_logs(args.logs, args.fleets / f"profkit-logs-{args.logs}", args.log_copies)
         one, two = (measure(e, logs, Path("/tmp") / f"bench-ranks-{i}.parquet")
                     for i, e in enumerate(("logs, 1 process", "logs, dask 2")))
         print(f"{args.logs} logs ({sum(f.stat().st_size for f in logs.iterdir()) / 1e6:.0f} MB): one process "

@@ -110,7 +110,8 @@ def test_signature_groups_name_the_buckets_ranks_disagree_on(tmp_path):
 
 def test_identical_ranks_form_one_group_and_a_slow_gpu_is_named(tmp_path):
     fleet = _fleet(tmp_path, 4, jitter=(0.0, 0.0), slow={2: 1.05})
-    reduced = reduce([fleet], tmp_path / "parts", workers=1)
+    reduced = reduce([fleet], tmp_path / "parts", workers=1, served=False)  # the winners tables left unread
+    assert q.served(reduced).empty
     groups = judge.signature_groups(q.signatures(reduced))
     assert len(groups) == 1 and list(groups["ranks"].iloc[0]) == [0, 1, 2, 3]  # 5% slower everywhere: same picks
     slow = judge.slow_ranks(q.rank_speed(reduced))

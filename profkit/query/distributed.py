@@ -22,31 +22,55 @@ def scheduler_address(given: str | None) -> str | None:
     return given or os.environ.get(SCHEDULER_ENV) or None
 
 
-def run_tasks(fn: Callable, tasks: Sequence, *, scheduler: str | None = None, workers: int | None = None,
-              processes: bool = True) -> list:
-    """``[fn(t) for t in tasks]``, on Dask when there is a cluster to use or more than one task and worker.
+class Runner:
+    """Runs tasks in this process or on one Dask cluster, started by the first map that needs it and kept for
+    the next ones (a LocalCluster's start costs seconds: reading logs and reducing them share one).
 
     Args:
-        fn: a picklable function of one task.
-        tasks: the tasks, each independent of the others.
         scheduler: an existing cluster's address (``tcp://host:8786``); None: ``DASK_SCHEDULER_ADDRESS``, else
             a LocalCluster.
         workers: LocalCluster workers (default: the cores); 1 runs every task in this process.
         processes: LocalCluster workers as processes (True) or threads of this process (False: for tests).
-
-    Returns:
-        The results, in task order.
     """
-    tasks = list(tasks)
-    address = scheduler_address(scheduler)
-    workers = int(workers or os.cpu_count() or 1)
-    if address is None and (len(tasks) <= 1 or workers <= 1):
-        return [fn(t) for t in tasks]
-    from distributed import Client, LocalCluster
 
-    if address is not None:
-        with Client(address) as client:
-            return client.gather(client.map(fn, tasks, pure=False))
-    with LocalCluster(n_workers=min(workers, len(tasks)), threads_per_worker=1, processes=processes,
-                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
-        return client.gather(client.map(fn, tasks, pure=False))
+    def __init__(self, *, scheduler: str | None = None, workers: int | None = None, processes: bool = True):
+        self.address = scheduler_address(scheduler)
+        self.workers = int(workers or os.cpu_count() or 1)
+        self.processes = processes
+        self._client = self._cluster = None
+
+    @property
+    def local(self) -> bool:
+        """True when every task runs in this process."""
+        return self.address is None and self.workers <= 1
+
+    def map(self, fn: Callable, tasks: Sequence) -> list:
+        """``[fn(t) for t in tasks]`` (``fn`` picklable, tasks independent), in task order."""
+        tasks = list(tasks)
+        if self._client is None and (self.local or (self.address is None and len(tasks) <= 1)):
+            return [fn(t) for t in tasks]
+        return self._connect().gather(self._connect().map(fn, tasks, pure=False))
+
+    def _connect(self):
+        if self._client is None:
+            from distributed import Client, LocalCluster
+
+            if self.address is not None:
+                self._client = Client(self.address)
+            else:
+                self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=self.processes,
+                                             dashboard_address=None, silence_logs=logging.ERROR)
+                self._client = Client(self._cluster)
+        return self._client
+
+    def close(self) -> None:
+        for held in (self._client, self._cluster):
+            if held is not None:
+                held.close()
+        self._client = self._cluster = None
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

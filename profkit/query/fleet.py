@@ -18,7 +18,7 @@ import pandas as pd
 
 from profkit.errors import ProfkitError
 from profkit.query.captures import capture_folders
-from profkit.query.distributed import run_tasks, scheduler_address
+from profkit.query.distributed import Runner
 from profkit.query.ranks import Reduced
 from profkit.query.reduce import reduce_batch
 
@@ -51,15 +51,14 @@ def reduce(paths: str | os.PathLike | Sequence[str | os.PathLike], out: str | os
     out = Path(out)
     folders = capture_folders(paths)
     problems: list[str] = []
-    if folders.empty:
-        folders = _converted(paths, out / "tables", problems, scheduler=scheduler, workers=workers,
-                             processes=processes)
-    local = scheduler_address(scheduler) is None and (workers or os.cpu_count() or 1) <= 1
-    size = BATCH if local else max(1, min(BATCH, -(-len(folders) // (2 * int(workers or os.cpu_count() or 1)))))
-    tasks = [(folders.iloc[i:i + size].reset_index(drop=True), str(out), i // size, None if local else 1, served)
-             for i in range(0, len(folders), size)]
-    for found in run_tasks(_reduce_task, tasks, scheduler=scheduler, workers=workers, processes=processes):
-        problems += found
+    with Runner(scheduler=scheduler, workers=workers, processes=processes) as runner:
+        if folders.empty:
+            folders = _converted(paths, out / "tables", problems, runner)
+        size = BATCH if runner.local else max(1, min(BATCH, -(-len(folders) // (2 * runner.workers))))
+        tasks = [(folders.iloc[i:i + size].reset_index(drop=True), str(out), i // size, None if runner.local else 1,
+                  served) for i in range(0, len(folders), size)]
+        for found in runner.map(_reduce_task, tasks):
+            problems += found
     if problems:
         warnings.warn(f"{len(problems)} file(s) could not be read and were set aside: {'; '.join(problems[:5])}"
                       + (f" and {len(problems) - 5} more" if len(problems) > 5 else ""), stacklevel=2)
@@ -71,7 +70,7 @@ def _reduce_task(task: tuple) -> list[str]:
     return reduce_batch(folders, out, part, threads=threads, served=served)
 
 
-def _converted(paths: list[Path], target: Path, problems: list[str], **where) -> pd.DataFrame:
+def _converted(paths: list[Path], target: Path, problems: list[str], runner: Runner) -> pd.DataFrame:
     """Each debug log (else cache file or v2 store) under ``paths`` saved as a Tables folder under ``target``."""
     from profkit.catalog.walk import walk
 
@@ -86,7 +85,7 @@ def _converted(paths: list[Path], target: Path, problems: list[str], **where) ->
         raise ProfkitError(f"{', '.join(map(str, paths))}: no profkit capture, FlashInfer debug log or cache file here; "
                            "pass capture folders (profkit capture --out), debug logs or cache files")
     tasks = [(kind, str(f), str(target / f"{i:06d}")) for i, f in enumerate(files)]
-    for problem in run_tasks(_convert_task, tasks, **where):
+    for problem in runner.map(_convert_task, tasks):
         problems.extend(problem)
     return capture_folders([target]) if target.is_dir() else capture_folders([])
 

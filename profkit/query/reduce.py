@@ -102,7 +102,7 @@ def reduce_batch(folders: pd.DataFrame, out: str | Path, part: int, *, threads: 
             _select(con, folders, "winners", WINNER_COLUMNS, _WINNERS, problems, con.execute)
         else:
             con.execute(_WINNERS.format(rel=_engine.empty_relation(WINNER_COLUMNS, filename=True)).replace(
-                "JOIN files f ON p.filename = f.file", "CROSS JOIN (SELECT NULL::BIGINT AS name_rank) f"))
+                "JOIN files f ON p.filename = f.file", "CROSS JOIN (SELECT NULL::VARCHAR AS folder, NULL::BIGINT AS name_rank) f"))
         frames = {"decisions": con.sql(f"{_DECISIONS} UNION ALL BY NAME {_PICKED}").to_arrow_table(),
                   "timings": con.sql(_TIMINGS).to_arrow_table(), "served": con.sql(_SERVED).to_arrow_table()}
         frames["runs"] = _keyed(_select(con, folders, "runs", RUN_COLUMNS, _RUNS, problems, _arrow(con)))
