@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from profkit.catalog.sniff import file_kind, folder_kind
+from profkit.catalog.sniff import TABLE_FILES, file_kind, folder_kind
 
 INVENTORY_COLUMNS = {"path": "string", "rel": "string", "kind": "string", "bytes": "Int64"}
 
@@ -51,9 +51,11 @@ def walk(root: str | os.PathLike) -> Inventory:
         for dirpath, dirnames, filenames in os.walk(root):
             here = Path(dirpath)
             kind = folder_kind(here, dirnames + filenames)
-            if kind != "folder":
+            if kind != "folder":  # a capture or a store: one entry; files beside its own are still inputs
                 rows.append(_row(here, root, kind))
                 dirnames[:] = []
+                rows += [_row(here / name, root, file_kind(here / name)) for name in sorted(filenames)
+                         if kind == "capture" and name not in TABLE_FILES]
                 continue
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             rows += [_row(here / name, root, file_kind(here / name)) for name in sorted(filenames)]
