@@ -34,7 +34,7 @@ def tables(inv: Inventory, problems: list) -> tuple[schema.Tables, dict[str, sch
 
     captures = inv.paths("capture")
     if captures:
-        parts = {str(p): _with_path(schema.load_folder(p), p) for p in captures}
+        parts = _unique_run_ids({str(p): _with_path(schema.load_folder(p), p) for p in captures})
         stacked = schema.concat(t for t in parts.values())
         return stacked, parts, ("captures",)
     logs = inv.paths("log")
@@ -62,6 +62,49 @@ def tables(inv: Inventory, problems: list) -> tuple[schema.Tables, dict[str, sch
 
 
 _RESULTS = {"step": "step results", "verify": "verify tables", "op_timings": "op timings", "bench": "engine results"}
+
+
+def _unique_run_ids(parts: dict[str, schema.Tables]) -> dict[str, schema.Tables]:
+    """The captures with run ids unique among them: a run id seen before gets ``@<GPU>`` when the earlier run was
+    on another GPU (a sweep rerun on a second GPU keeps its names), ``@<folder>`` on the same GPU. The GPU with
+    the most runs keeps its ids. Each renamed part's runs keep the old id in ``run_id_as_written``."""
+    from collections import Counter
+
+    def gpu_of(tables: schema.Tables) -> str:
+        gpus = tables.runs["gpu"].dropna().astype(str) if "gpu" in tables.runs.columns else pd.Series(dtype=str)
+        return gpus.iloc[0] if len(gpus) else "?"
+
+    counts = Counter(gpu_of(t) for t in parts.values())
+    seen: dict[str, str] = {}  # run id -> the GPU of the run that has it
+    out = {}
+    for path in sorted(parts, key=lambda p: (-counts[gpu_of(parts[p])], gpu_of(parts[p]), p)):
+        tables, gpu = parts[path], gpu_of(parts[path])
+        ids = set(tables.runs["run_id"].dropna().astype(str))
+        renamed = {i: f"{i}@{gpu.removeprefix('NVIDIA ').split()[0] if seen[i] != gpu else Path(path).parent.name}"
+                   for i in ids if i in seen}
+        if renamed:
+            tables = dataclasses.replace(tables, **{t: _renamed(getattr(tables, t), renamed) for t in schema.TABLES})
+            tables = dataclasses.replace(tables, runs=tables.runs.assign(
+                run_id_as_written=tables.runs["run_id"].map({v: k for k, v in renamed.items()})))
+        seen.update({renamed.get(i, i): gpu for i in ids})
+        out[path] = tables
+    return {path: out[path] for path in parts}
+
+
+def renames(parts: Mapping[str, schema.Tables]) -> dict[str, dict[str, str]]:
+    """Per capture folder: {run id as written: run id in the catalogue} of its renamed runs."""
+    out = {}
+    for path, tables in parts.items():
+        if "run_id_as_written" in tables.runs.columns:
+            pairs = tables.runs.dropna(subset=["run_id_as_written"])
+            out[path] = dict(zip(pairs["run_id_as_written"].astype(str), pairs["run_id"].astype(str)))
+    return out
+
+
+def _renamed(frame: pd.DataFrame, renamed: dict) -> pd.DataFrame:
+    if "run_id" not in frame.columns or not len(frame):
+        return frame
+    return frame.assign(run_id=frame["run_id"].astype("string").replace(renamed))
 
 
 def _with_path(tables: schema.Tables, folder: Path) -> schema.Tables:
@@ -141,12 +184,13 @@ def provenance(inv: Inventory, problems: list) -> dict[str, dict]:
     return out
 
 
-def op_timings(inv: Inventory, problems: list) -> pd.DataFrame:
+def op_timings(inv: Inventory, problems: list, renamed: Mapping[str, dict] | None = None) -> pd.DataFrame:
+    """Every op_timings.parquet; run ids follow their capture's (``renamed``: :func:`renames`)."""
     frames = []
     for p in inv.paths("op_timings"):
         try:
             with open_regular(p) as stream:  # one open; pyarrow would block on a FIFO
-                frames.append(pd.read_parquet(stream))
+                frames.append(_renamed(pd.read_parquet(stream), (renamed or {}).get(str(p.parent / "capture"), {})))
         except ProfkitError as exc:
             problems.append(str(exc))
         except (OSError, ValueError) as exc:
@@ -194,17 +238,36 @@ def split_steps(inv: Inventory, rows: Mapping[Path, pd.DataFrame], parts: Mappin
     return pick(sorted(tuned_sets)), pick(sorted(set(by_set) - tuned_sets)), captures, cache_files
 
 
-def verify(inv: Inventory, problems: list) -> pd.DataFrame:
-    """Every readable verify table, with ``source`` (the file) and ``folder``, relative to the root."""
+def verify(inv: Inventory, problems: list, renamed: Mapping[str, dict] | None = None) -> pd.DataFrame:
+    """Every readable verify table, with ``source`` (the file) and ``folder``, relative to the root; the run ids
+    of a capture renamed in the catalogue (:func:`renames`) follow it, by the capture path its verify.json names."""
     from profkit.sources.verify import read_verify
 
     frames = []
     for p in inv.paths("verify"):
         try:
-            frames.append(read_verify(p).assign(source=inv.rel(p), folder=inv.rel(p.parent)))
+            table = read_verify(p).assign(source=inv.rel(p), folder=inv.rel(p.parent))
         except ProfkitError as exc:
             problems.append(str(exc))
+            continue
+        frames.append(_renamed(table, _verified_capture_renames(p, renamed)) if renamed else table)
     return pd.concat(frames, ignore_index=True) if frames else schema.empty("verify")
+
+
+def _verified_capture_renames(path: Path, renamed: Mapping[str, dict]) -> dict:
+    """The renames of the capture a verify table re-timed, found by the capture path its verify.json names
+    (written on another machine: matched by its trailing parts)."""
+    meta = path.parent / "verify.json"
+    try:
+        doc, _ = load_json(Input(name=str(meta), path=str(meta)))
+    except ProfkitError:
+        return {}
+    written = Path(str(doc.get("capture", ""))) if isinstance(doc, dict) else Path()
+    for capture, names in renamed.items():
+        parts = Path(capture).parts
+        if written.parts and parts[-len(written.parts):] == written.parts[-len(parts):]:
+            return names
+    return {}
 
 
 def moe(inv: Inventory, prov: Mapping[str, dict], parts: Mapping[str, schema.Tables],
