@@ -14,8 +14,8 @@ import warnings
 import pandas as pd
 
 from profkit.analysis import targets, verify
-from profkit.analysis.overview import overview
 from profkit import catalog
+from profkit.report import build_model
 
 
 def print_repaired(table: pd.DataFrame) -> None:
@@ -46,8 +46,8 @@ def print_cost(table: pd.DataFrame) -> None:
 def main(root: str = "data") -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        data = catalog.open(root)
-        results = overview(data)
+        model = build_model(catalog.open(root))  # the GPU with the most runs: the H200's data
+        data, results = model.data, model.results
     rows = pd.concat([data.step, data.step_other], ignore_index=True)
     print_repaired(targets.repaired_targets(rows))
     predicted = verify.verify_step_changes(data.verify, results.step_rows, captures=data.step_captures,

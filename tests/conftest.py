@@ -57,11 +57,11 @@ def shipped_whole():
 
 @pytest.fixture(scope="session")
 def shipped_whole_results(shipped_whole):
-    """Everything the report computes from the whole ``data/`` folder (analysis.overview: each analysis on first
-    use, about 30 s for all of them on one core)."""
-    from profkit.analysis.overview import overview
+    """Everything the report computes from the whole ``data/`` folder for the GPU it details (the H200, with the
+    most runs; analysis.overview of that GPU's part: each analysis on first use)."""
+    from profkit.report import build_model
 
-    return overview(shipped_whole)
+    return build_model(shipped_whole).results
 
 
 @pytest.fixture(scope="session")
