@@ -7,6 +7,7 @@ http(s) and relative targets (:mod:`profkit.report._html`). The writers format; 
 from __future__ import annotations
 
 import base64
+import re
 from typing import Mapping, Sequence
 
 from profkit.report import _html
@@ -71,7 +72,8 @@ nav{font-size:14px;margin:.3em 0 .6em}nav a,nav b{margin-right:.9em}.note{color:
 .foot{font-size:12px;color:#555;margin-bottom:1.2em}.lead{color:#444}
 .loud{background:#fdecea;border-left:5px solid #c62828;padding:.4em .8em;margin:.5em 0;font-weight:600}
 ul.verdicts{padding-left:1.2em}ul.verdicts li{margin:.45em 0}details>summary{cursor:pointer;font-size:17px;
-font-weight:600;margin:1em 0 .3em}"""
+font-weight:600;margin:1em 0 .3em}table.verdicts{font-size:14px;margin:.3em 0 1em}
+table.verdicts td,table.verdicts th{text-align:left;padding:4px 10px}"""
 
 
 def html_page(data, sections: Sequence[Section], pngs: Mapping[str, bytes], *, page: str = "index",
@@ -124,10 +126,16 @@ def html_page(data, sections: Sequence[Section], pngs: Mapping[str, bytes], *, p
 
 
 def _html_text(text: str, *, list_class: str = "") -> str:
-    """The small Markdown the sections write: paragraphs and ``- `` lists."""
-    out, items = [], []
+    """The small Markdown the sections write: paragraphs, ``- `` lists and ``| a | b |`` tables."""
+    out, items, rows = [], [], []
     cls = f" class='{list_class}'" if list_class else ""
     for line in text.splitlines() + [""]:
+        if line.startswith("|") and line.rstrip().endswith("|"):
+            rows.append(line)
+            continue
+        if rows:
+            out.append(_html_table(rows))
+            rows = []
         if line.startswith("- "):
             items.append(f"<li>{_html.inline(_html.escape(line[2:]))}</li>")
             continue
@@ -137,3 +145,12 @@ def _html_text(text: str, *, list_class: str = "") -> str:
         if line.strip():
             out.append(f"<p>{_html.inline(_html.escape(line))}</p>")
     return "".join(out)
+
+
+def _html_table(rows: list[str]) -> str:
+    """A Markdown pipe table (header, ``|---|`` rule, rows; ``\\|`` inside a cell) as an HTML table."""
+    cells = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row.strip())[1:-1]] for row in rows]
+    body = [r for r in cells[1:] if not all(set(c) <= set("-: ") for c in r)]
+    head = "".join(f"<th>{_html.inline(_html.escape(c))}</th>" for c in cells[0])
+    lines = "".join("<tr>" + "".join(f"<td>{_html.inline(_html.escape(c))}</td>" for c in r) + "</tr>" for r in body)
+    return f"<table class='verdicts'><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table>"
