@@ -327,3 +327,20 @@ def test_policy_table_counts_per_policy_and_sums_tuning_time():
     assert (table.loc["v2-graph", "slower"], table.loc["v2-graph", "faster"]) == (1, 1)
     assert table.loc["v2-graph", "tuning_s"] == 15.0 and table.loc["v2-eager", "tuning_s"] == 7.0
     assert (table.loc["v2-eager", "buckets"], table.loc["v2-eager", "slower"]) == (1, 0)
+
+
+def test_rank_agreement_is_spearman_with_ties_at_their_average_rank():
+    import numpy as np
+    import pandas as pd
+
+    from profkit.analysis.verify import _spearman
+
+    rng = np.random.default_rng(0)
+    for n in (3, 5, 8, 30):
+        for _ in range(50):
+            a, b = rng.integers(0, 4, n).astype(float), rng.normal(size=n)
+            a[rng.integers(0, n)] = np.nan
+            keep = ~(np.isnan(a) | np.isnan(b))
+            want = pd.Series(a[keep]).rank().corr(pd.Series(b[keep]).rank()) if keep.sum() >= 3 else np.nan
+            assert _spearman(a, b) == pytest.approx(want, nan_ok=True, abs=1e-12)
+    assert np.isnan(_spearman(np.ones(5), np.arange(5.0)))  # a constant side ranks nothing

@@ -18,6 +18,8 @@ unless each run was verified in three or more processes (:func:`compare_runs`).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -429,7 +431,18 @@ def _half_band(p10: float, p90: float, median: float) -> float:
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rank correlation (ties at their average rank); NaN for fewer than 3 pairs or a constant side."""
     keep = ~(np.isnan(a) | np.isnan(b))
     if keep.sum() < 3:
         return float("nan")
-    return float(pd.Series(a[keep]).rank().corr(pd.Series(b[keep]).rank()))
+    ra, rb = _average_ranks(a[keep]), _average_ranks(b[keep])
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    scale = math.sqrt(float((ra * ra).sum() * (rb * rb).sum()))
+    return float((ra * rb).sum() / scale) if scale > 0 else float("nan")
+
+
+def _average_ranks(x: np.ndarray) -> np.ndarray:
+    """1-based ranks of ``x``, ties at the average of the ranks they span (as pandas' ``rank()``)."""
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    return ((ends - counts + 1 + ends) / 2.0)[inverse]
