@@ -189,7 +189,7 @@ def _first_by(g: np.ndarray, keys: tuple) -> np.ndarray:
 def slow_ranks(speed: pd.DataFrame) -> pd.DataFrame:
     """Ranks slower than the others across ops: a GPU problem, not a tactic problem.
 
-    Each bucket a rank timed is one unit: the median over its candidates of log(the rank's time / the
+    Each bucket a rank timed is one unit: the mean over its candidates of log(the rank's time / the
     ranks' median time of the candidate). Per rank the rule judges the mean over its buckets (paired:
     units are buckets). A rank is ``slow`` when it is slower beyond noise across all its buckets and in
     at least half of the ops it timed, so one op's odd tactic does not make a GPU slow.

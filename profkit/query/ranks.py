@@ -91,7 +91,8 @@ def spread(red: Reduced, *, con=None) -> pd.DataFrame:
                       FROM {timings} t GROUP BY gpu, k, p),
              prof AS (SELECT gpu, k, count(*) FILTER (n >= 2) AS n_pairs, avg(cv2) FILTER (n >= 2) AS cv2
                       FROM cand GROUP BY gpu, k),
-             runs AS (SELECT gpu, k, count(DISTINCT run) AS n_runs FROM {timings} t GROUP BY gpu, k)
+             runs AS (SELECT gpu, k, count(DISTINCT run) AS n_runs
+                      FROM {_with_gpu(red, "decisions", "WHERE p.n_candidates > 0")} d GROUP BY gpu, k)
         SELECT gpu, op, profile, n_runs, n_pairs, sqrt(cv2) AS rel_sd
         FROM prof JOIN runs USING (gpu, k) JOIN {_names(red)} USING (k) ORDER BY gpu, op, profile""", con)
 
@@ -147,22 +148,32 @@ def pick_stats(red: Reduced, *, ranked: bool = False, con=None) -> pd.DataFrame:
         ORDER BY picks.gpu, picks.op, picks.profile, picks.bucket, picks.tunings DESC, picks.first_seen""", con)
 
 
+# The ranks' median time of a candidate is taken over at most about this many runs (those whose hash falls
+# in a fixed share): an exact median over every rank of a 1,000-rank fleet is its slowest query, and the
+# median of 128 ranks drawn at random stands within a fraction of a percent of it.
+MEDIAN_RUNS = 128
+
+
 def rank_speed(red: Reduced, *, con=None) -> pd.DataFrame:
     """How each rank's timings compare with the other ranks' median, per op and across ops.
 
     Per candidate (gpu, op, profile, runner, tactic) timed by two ranks or more: the median of the ranks'
-    fastest times; per (rank, bucket): the median over its candidates of log(its time / that median); per
-    rank and op (and per rank across ops, ``op`` NA): the buckets' mean and standard deviation.
+    fastest times (over every run, or a fixed hash-drawn share of about :data:`MEDIAN_RUNS` runs in a larger
+    fleet); per (rank, bucket): the mean over its candidates of log(its time / that median); per rank and op
+    (and per rank across ops, ``op`` NA): the buckets' mean and standard deviation.
 
     Returns:
         ``gpu``, ``rank``, ``op`` (NA: every op), ``n_buckets``, ``mean_log_ratio``, ``sd_log_ratio``, sorted by
         gpu, rank, op (NA first).
     """
+    runs = _query(red, f"SELECT count(DISTINCT run) AS n FROM {red.relation('decisions')}", con)["n"].iloc[0]
+    share = max(1, int(runs) // MEDIAN_RUNS)
     t = _with_gpu(red, "timings", "WHERE p.rank IS NOT NULL AND p.min_ms > 0")
     return _query(red, f"""
-        WITH t AS (SELECT * FROM {t}),
-             med AS (SELECT gpu, k, p, median(min_ms) AS m FROM t GROUP BY gpu, k, p HAVING min(rank) < max(rank)),
-             per AS (SELECT t.gpu, t.rank, t.k, median(ln(t.min_ms / med.m)) AS lr
+        WITH t AS NOT MATERIALIZED (SELECT * FROM {t}),
+             med AS (SELECT gpu, k, p, median(min_ms) AS m FROM t WHERE hash(run) % {share} = 0
+                     GROUP BY gpu, k, p HAVING min(rank) < max(rank)),
+             per AS (SELECT t.gpu, t.rank, t.k, avg(ln(t.min_ms / med.m)) AS lr
                      FROM t JOIN med USING (gpu, k, p) GROUP BY t.gpu, t.rank, t.k),
              named AS (SELECT per.*, n.op FROM per JOIN {_names(red)} n USING (k))
         SELECT gpu, rank, op, count(*) AS n_buckets, avg(lr) AS mean_log_ratio, stddev_samp(lr) AS sd_log_ratio
@@ -174,7 +185,7 @@ def signatures(red: Reduced, *, examples: int = 3, con=None) -> pd.DataFrame:
     """Ranks grouped by identical picks: one signature per rank, over every bucket it tuned (tlparse's all-ranks view).
 
     A rank's signature is the set of its (op, profile, picks) (a rank that tuned a bucket several times
-    holds all its picks there). Each group is compared with the GPU's largest group (most ranks; the
+    holds all its distinct picks there), as one hash. Each group is compared with the GPU's largest group (most ranks; the
     lowest rank on ties), through one rank of each.
 
     Returns:
@@ -185,15 +196,16 @@ def signatures(red: Reduced, *, examples: int = 3, con=None) -> pd.DataFrame:
     """
     d = _with_gpu(red, "decisions", "WHERE p.rank IS NOT NULL")
     return _query(red, f"""
-        WITH rk AS MATERIALIZED (SELECT gpu, rank, hash(gpu, rank) AS who, k, any_value(op) AS op, min(bucket) AS bucket,
-                           hash(list_sort(list(DISTINCT p))) AS picks FROM {d} GROUP BY gpu, rank, k),
+        WITH kp AS (SELECT gpu, rank, k, p, any_value(op) AS op, min(bucket) AS bucket FROM {d} GROUP BY gpu, rank, k, p),
+             rk AS MATERIALIZED (SELECT gpu, rank, hash(gpu, rank) AS who, k, any_value(op) AS op, min(bucket) AS bucket,
+                                        hash(bit_xor(p), count(*)) AS picks FROM kp GROUP BY gpu, rank, k),
              sig AS (SELECT gpu, rank, bit_xor(hash(k, picks)) AS signature, count(*) AS keys FROM rk GROUP BY gpu, rank),
              groups AS (SELECT gpu, signature, list(rank ORDER BY rank) AS ranks, count(*) AS n_ranks,
                                min(rank) AS rep, any_value(keys) AS keys FROM sig GROUP BY gpu, signature),
              largest AS (SELECT gpu, arg_min(rep, (-n_ranks, rep)) AS lrep, arg_min(keys, (-n_ranks, rep)) AS lkeys
                          FROM groups GROUP BY gpu),
-             mine AS (SELECT g.signature, rk.* FROM (SELECT *, hash(gpu, rep) AS who FROM groups) g JOIN rk USING (who)),
-             theirs AS (SELECT rk.* FROM (SELECT hash(gpu, lrep) AS who FROM largest) l JOIN rk USING (who)),
+             mine AS MATERIALIZED (SELECT g.signature, rk.* FROM (SELECT *, hash(gpu, rep) AS who FROM groups) g JOIN rk USING (who)),
+             theirs AS MATERIALIZED (SELECT rk.* FROM (SELECT hash(gpu, lrep) AS who FROM largest) l JOIN rk USING (who)),
              cmp AS (SELECT a.gpu, a.signature, count(*) AS common, count(*) FILTER (a.picks <> b.picks) AS changed,
                             list(a.op || ' ' || coalesce(CAST(a.bucket AS VARCHAR), '?') ORDER BY a.op, a.bucket)
                               FILTER (a.picks <> b.picks) AS changed_keys
