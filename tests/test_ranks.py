@@ -223,3 +223,15 @@ def test_a_run_id_reused_on_another_gpu_stays_apart(tmp_path):
     agreement = judge.rank_agreement(q.pick_stats(reduced))
     assert sorted(agreement["gpu"].unique()) == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
     assert (agreement["tunings"] == 1).all() and len(agreement) == 40  # 20 buckets per GPU, never merged
+
+
+def test_an_unreadable_file_is_named_and_the_rest_is_read(tmp_path):
+    fleet = _fleet(tmp_path, 2, jitter=(0.0, 0.0))
+    victim = sorted(fleet.rglob("candidates.parquet"))[1]
+    victim.write_bytes(victim.read_bytes()[:100])  # a write cut short
+    with pytest.warns(UserWarning, match="could not be read") as caught:
+        reduced = reduce([fleet], tmp_path / "parts", workers=1)
+    assert str(victim) in str(caught[0].message) and len(reduced.problems) == 1
+    assert reduced.problems[0].startswith(f"{victim}: not readable as parquet")
+    agreement = judge.rank_agreement(q.pick_stats(reduced))
+    assert len(agreement) == 20 and agreement["tunings"].sum() == 2 * 40 - 10  # 10 decisions of that segment lost
