@@ -141,7 +141,7 @@ def open(paths: str | os.PathLike | Sequence[str | os.PathLike], *,  # noqa: A00
         tables, parts, inputs = _read.tables(inv, problems)
         prov = _read.provenance(inv, problems)
         steps = _read.step_rows(inv, problems)
-        verified = _read.verify(inv, problems, _read.renames(parts))
+        verified = _read.verify(inv, problems, _read.renames(parts), prov)
         moe = _read.moe(inv, prov, parts, steps, _absolute_sources(inv, verified))
         said = _read.cache_events(inv, tables, problems)
     problems = list(tables.problems) + problems

@@ -238,9 +238,13 @@ def split_steps(inv: Inventory, rows: Mapping[Path, pd.DataFrame], parts: Mappin
     return pick(sorted(tuned_sets)), pick(sorted(set(by_set) - tuned_sets)), captures, cache_files
 
 
-def verify(inv: Inventory, problems: list, renamed: Mapping[str, dict] | None = None) -> pd.DataFrame:
-    """Every readable verify table, with ``source`` (the file) and ``folder``, relative to the root; the run ids
-    of a capture renamed in the catalogue (:func:`renames`) follow it, by the capture path its verify.json names."""
+def verify(inv: Inventory, problems: list, renamed: Mapping[str, dict] | None = None,
+           prov: Mapping[str, dict] | None = None) -> pd.DataFrame:
+    """Every readable verify table, with ``source`` (the file) and ``folder``, relative to the root.
+
+    A table written before verify tables named their GPU gets ``verify_gpu`` from the environment its
+    ``verify.json`` (or the folder's ``provenance.json``) records; the run ids of a capture renamed in the
+    catalogue (:func:`renames`) follow it, by the capture path its verify.json names."""
     from profkit.sources.verify import read_verify
 
     frames = []
@@ -250,19 +254,43 @@ def verify(inv: Inventory, problems: list, renamed: Mapping[str, dict] | None = 
         except ProfkitError as exc:
             problems.append(str(exc))
             continue
-        frames.append(_renamed(table, _verified_capture_renames(p, renamed)) if renamed else table)
+        capture, gpu = _verify_meta(p, _nearest(inv, p.parent, prov or {}))
+        if gpu and ("verify_gpu" not in table.columns or table["verify_gpu"].isna().all()):
+            table = table.assign(verify_gpu=gpu)
+        frames.append(_renamed(table, _capture_renames(capture, renamed or {})))
     return pd.concat(frames, ignore_index=True) if frames else schema.empty("verify")
 
 
-def _verified_capture_renames(path: Path, renamed: Mapping[str, dict]) -> dict:
-    """The renames of the capture a verify table re-timed, found by the capture path its verify.json names
-    (written on another machine: matched by its trailing parts)."""
+def _nearest(inv: Inventory, folder: Path, prov: Mapping[str, dict]) -> dict | None:
+    """The provenance.json of ``folder`` or of the nearest folder above it, up to the root."""
+    while True:
+        doc = prov.get(inv.rel(folder))
+        if doc is not None or folder == inv.root or inv.root not in folder.parents:
+            return doc
+        folder = folder.parent
+
+
+def _verify_meta(path: Path, provenance: dict | None) -> tuple[Path | None, str | None]:
+    """(the capture a verify table re-timed, the GPU it was timed on), from its verify.json, else the nearest
+    provenance.json (``profkit.bench.moe_sweep`` and the policy study verify in the tuning process)."""
     meta = path.parent / "verify.json"
-    try:
-        doc, _ = load_json(Input(name=str(meta), path=str(meta)))
-    except ProfkitError:
+    doc = provenance
+    if meta.is_file():
+        try:
+            doc, _ = load_json(Input(name=str(meta), path=str(meta)))
+        except ProfkitError:
+            doc = None
+    if not isinstance(doc, dict):
+        return None, None
+    env = doc.get("env") if isinstance(doc.get("env"), dict) else {}
+    capture = doc.get("capture")
+    return (Path(capture) if isinstance(capture, str) else None), (env.get("gpu") or None)
+
+
+def _capture_renames(written: Path | None, renamed: Mapping[str, dict]) -> dict:
+    """The renames of the capture at ``written`` (a path from another machine: matched by its trailing parts)."""
+    if written is None:
         return {}
-    written = Path(str(doc.get("capture", ""))) if isinstance(doc, dict) else Path()
     for capture, names in renamed.items():
         parts = Path(capture).parts
         if written.parts and parts[-len(written.parts):] == written.parts[-len(parts):]:

@@ -2,8 +2,8 @@
 the first run of a shape is the first on that GPU, and flips and repeats are counted within one GPU.
 
 A run's GPU is its ``gpu`` key (``UNKNOWN_GPU`` where no input states it). A verify row belongs to the
-GPU it was timed on (``verify_gpu``; for older tables, the capture's GPU) and to its own GPU's part only
-when the capture was tuned there too: a pick carried from another GPU is :func:`cross_gpu_verify`'s. A
+GPU it was timed on (``verify_gpu``; the catalogue reads it from an older table's verify.json) and to its own
+GPU's part only when the capture was tuned there too (a capture the catalogue does not hold: where it was timed): a pick carried from another GPU is :func:`cross_gpu_verify`'s. A
 step row belongs to the GPU its process ran on (its ``gpu`` column).
 """
 
@@ -34,10 +34,13 @@ def gpus(catalog) -> list[str]:
 
 def verify_gpus(verify: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """``capture_gpu`` (where the capture was tuned) and ``timed_gpu`` (where the row was timed) per verify row."""
-    capture = verify["run_id"].astype("string").map(run_gpus(runs)).fillna(UNKNOWN_GPU) if len(verify) \
-        else pd.Series(dtype="string")
-    timed = verify["verify_gpu"].astype("string").fillna(capture) if "verify_gpu" in verify.columns else capture
-    return pd.DataFrame({"capture_gpu": capture, "timed_gpu": timed}, index=verify.index)
+    if not len(verify):
+        return pd.DataFrame({"capture_gpu": pd.Series(dtype="string"), "timed_gpu": pd.Series(dtype="string")})
+    capture = verify["run_id"].astype("string").map(run_gpus(runs))
+    timed = verify["verify_gpu"].astype("string") if "verify_gpu" in verify.columns else capture
+    # A capture not in the catalogue was tuned where it was timed, as far as anything here says.
+    capture = capture.fillna(timed).fillna(UNKNOWN_GPU)
+    return pd.DataFrame({"capture_gpu": capture, "timed_gpu": timed.fillna(capture)}, index=verify.index)
 
 
 def cross_gpu_verify(verify: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
