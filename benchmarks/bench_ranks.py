@@ -5,7 +5,8 @@
 
 Each engine answers the same questions on the same fleet (``/tmp/profkit-fleet-N``, as captures leave them:
 ``scripts/make_fleet.py N``; ``--build`` builds a missing one), each in a fresh process, which reports its
-wall time and peak resident memory:
+wall time and peak resident memory (the fleet's files are read once before, so that no engine pays a cold
+page cache the others do not):
 
 - per rank first, a batch of 64 rank folders at a time: each decision's winner (FlashInfer's argmin, the
   first measured on ties) with its time, and each run's fastest and mean time per tactic;
@@ -252,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             subprocess.run([sys.executable, str(ROOT / "scripts" / "make_fleet.py"), str(n), "--out", str(fleet)],
                            check=True)
+        print(f"{n:5d} ranks  the fleet's files read once before the engines (so none pays a cold page cache): "
+              f"{_warm(fleet):.1f} s", file=sys.stderr)
         for engine in engines:
             results[engine, n] = measure(engine, fleet, answers / _file(engine, n))
             print(f"{n:5d} ranks  {engine:22s} {_cell(results[engine, n])}", file=sys.stderr)
@@ -262,6 +265,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{n:5d} ranks  {engine} vs {engines[0]}: {same(first, other)}", file=sys.stderr)
     _table(engines, args.ranks, results)
     return 0
+
+
+def _warm(fleet: Path) -> float:
+    start = time.perf_counter()
+    for path in fleet.rglob("*.parquet"):
+        path.read_bytes()
+    return time.perf_counter() - start
 
 
 def _file(engine: str, n: int) -> str:

@@ -129,7 +129,7 @@ def _group_lines(groups) -> list[str]:
     n_ranks, n_groups = int(groups["n_ranks"].sum()), len(groups)
     largest = groups.iloc[0]
     head = f"  signature groups: {n_ranks} ranks in {n_groups} group{'s' if n_groups != 1 else ''} of identical picks"
-    if n_groups > 1 and int(largest["n_ranks"]) == 1:
+    if n_groups > 5 and int(largest["n_ranks"]) == 1:
         return [f"{head}: no two ranks picked the same in every bucket (a group is a rank: see the buckets below)"]
     out = [f"{head}; the largest: {_ranks(largest['n_ranks'], largest['ranks'])}"]
     odd = groups.iloc[1:]

@@ -204,7 +204,8 @@ def signatures(red: Reduced, *, examples: int = 3, con=None) -> pd.DataFrame:
                                min(rank) AS rep, any_value(keys) AS keys FROM sig GROUP BY gpu, signature),
              largest AS (SELECT gpu, arg_min(rep, (-n_ranks, rep)) AS lrep, arg_min(keys, (-n_ranks, rep)) AS lkeys
                          FROM groups GROUP BY gpu),
-             mine AS MATERIALIZED (SELECT g.signature, rk.* FROM (SELECT *, hash(gpu, rep) AS who FROM groups) g JOIN rk USING (who)),
+             mine AS MATERIALIZED (SELECT g.signature, rk.* FROM (SELECT *, hash(gpu, rep) AS who FROM groups) g
+                                   JOIN rk USING (who)),
              theirs AS MATERIALIZED (SELECT rk.* FROM (SELECT hash(gpu, lrep) AS who FROM largest) l JOIN rk USING (who)),
              cmp AS (SELECT a.gpu, a.signature, count(*) AS common, count(*) FILTER (a.picks <> b.picks) AS changed,
                             list(a.op || ' ' || coalesce(CAST(a.bucket AS VARCHAR), '?') ORDER BY a.op, a.bucket)

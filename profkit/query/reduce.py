@@ -1,9 +1,10 @@
 """Reduce capture folders, a batch at a time, to the few rows the rank questions read: per run first.
 
 A run is a (folder, run_id): ``run`` is their hash, so two folders that reuse a run_id (a capture
-repeated on another GPU) stay apart. A batch's candidates are read once, where they lie, only the columns named here, and reduced to four
-parquet parts written through profkit's one writer (each part is independent of every other batch, so
-batches run anywhere: this process, or :mod:`profkit.query.distributed`'s Dask workers):
+repeated on another GPU) stay apart. A batch's candidates are read once, where they lie, only the
+columns named here, and reduced to four parquet parts written through profkit's one writer (each part
+is independent of every other batch, so batches run anywhere: this process, or
+:mod:`profkit.query.distributed`'s Dask workers):
 
 ``decisions``  one row per tuning decision (run_id, rank, call, op, profile) that timed a finite candidate:
                the winner as FlashInfer picks it (the fastest of its own candidates, the first measured on
@@ -13,10 +14,10 @@ batches run anywhere: this process, or :mod:`profkit.query.distributed`'s Dask w
 ``timings``    per (run, k, p): the fastest and the mean of the run's finite times, where ``k`` names an
                (op, profile) and ``p`` a (runner, tactic) by DuckDB's hash of them (the decisions carry both
                with their names; parts of one reduction are read by one DuckDB version).
-``served``     per (run_id, rank, op, profile, runner, tactic, source): the winners the run served and how
+``served``     per (run, rank, op, profile, runner, tactic, source): the winners the run served and how
                (profiled, cached, cache_file...), with the number of calls: the tactics each rank served.
-``runs``       one row per run: ``run``, the catalogue's keys (:func:`profkit.catalog.keys.keyed_runs`: GPU, host,
-               rank, process...) and the folder it was read from.
+``runs``       one row per run: ``run``, the catalogue's keys (:func:`profkit.catalog.keys.keyed_runs`: GPU,
+               host, rank, process...) and the folder it was read from.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ SELECT run, run_id, rank, call, op, profile, hash(op, profile) AS k, bucket, run
        time_ms, 0::BIGINT AS n_candidates, NULL::VARCHAR AS default_runner, NULL::DOUBLE AS default_ms
 FROM w WHERE NOT EXISTS (SELECT 1 FROM c WHERE c.run = w.run)
 """
-_RUNS = "SELECT hash(f.folder, r.run_id) AS run, r.* EXCLUDE (filename), f.folder FROM {rel} r JOIN files f ON r.filename = f.file"
+_RUNS = ("SELECT hash(f.folder, r.run_id) AS run, r.* EXCLUDE (filename), f.folder "
+         "FROM {rel} r JOIN files f ON r.filename = f.file")
 
 
 def reduce_batch(folders: pd.DataFrame, out: str | Path, part: int, *, threads: int | None = None,
@@ -101,8 +103,9 @@ def reduce_batch(folders: pd.DataFrame, out: str | Path, part: int, *, threads: 
         if served or not con.execute("SELECT count(*) FROM c").fetchone()[0]:
             _select(con, folders, "winners", WINNER_COLUMNS, _WINNERS, problems, con.execute)
         else:
+            none = "CROSS JOIN (SELECT NULL::VARCHAR AS folder, NULL::BIGINT AS name_rank) f"
             con.execute(_WINNERS.format(rel=_engine.empty_relation(WINNER_COLUMNS, filename=True)).replace(
-                "JOIN files f ON p.filename = f.file", "CROSS JOIN (SELECT NULL::VARCHAR AS folder, NULL::BIGINT AS name_rank) f"))
+                "JOIN files f ON p.filename = f.file", none))
         frames = {"decisions": con.sql(f"{_DECISIONS} UNION ALL BY NAME {_PICKED}").to_arrow_table(),
                   "timings": con.sql(_TIMINGS).to_arrow_table(), "served": con.sql(_SERVED).to_arrow_table()}
         frames["runs"] = _keyed(_select(con, folders, "runs", RUN_COLUMNS, _RUNS, problems, _arrow(con)))
