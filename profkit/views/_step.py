@@ -89,7 +89,7 @@ def _step_times_info(bench: pd.DataFrame, *, model: str, dtype: str, phase: str,
 
 def _draw_step_times(info: StepTimesInfo, ax: Axes, *, labels: Mapping[str, str] | None = None,
                      legend: bool = True, note: bool = True, title: str | None = None) -> None:
-    what = ", ".join(filter(None, (f"{info.model} {info.dtype}".strip(), info.phase)))
+    what = ", ".join(filter(None, (" ".join(filter(None, (info.model, info.dtype))), info.phase)))  # names kept whole
     if not any(info.tokens):
         empty_axes(ax, f"no step rows for {what}")
         return
