@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # On the H200, from the repo root, after the MoE kit's two calls (../shared/device/moe/README.md):
-#   source .moe2/setup_moe.sh && bash scripts/device/moe.sh PHASE
-# Each step is its own fresh process under `timeout`, inside one budget (MOE_BUDGET_S, default 570 s);
+#   source .moe2/setup_moe.sh && bash scripts/device/moe.sh PHASE...
+# Phases run in the order given. Each step is its own fresh process under `timeout`, inside one budget shared
+# by all phases (MOE_BUDGET_S, default 570 s);
 # each model's folder is packed to $OUT/<folder>.tar.xz. FlashInfer's debug log is each folder's debug.log.
 #   qwen    Qwen3-30B-A3B: tune + verify under the default routings (r0), repair from the tuner routing,
 #           then the interleaved step untuned,tuned,cache,repaired (its tuning pass is a second run, r1)
-#   models  gpt-oss-120b (bf16 geometry) and Mixtral-8x7B: tune + verify; then Qwen3-30B-A3B tune only (r2)
+#   models  gpt-oss-120b (bf16 geometry) and Mixtral-8x7B: tune + verify
+#   r2      Qwen3-30B-A3B tune only, a fresh process (run r2)
 #   steps   interleaved steps with an A/A pair (untuned twice) from the r0 files in .moe-in/MODEL-r0/
 #           (cache.json, repaired.json): gpt-oss-120b and Mixtral-8x7B with a tuning pass, then
 #           Qwen3-30B-A3B's files alone (no tuning pass)
@@ -16,7 +18,7 @@
 #   repaired  does repaired lose to cache? interleaved steps cache,repaired,cache (cache twice: an A/A pair)
 #           over 6 passes from the r0 files in .moe-in/MODEL-r0/: Qwen3-30B-A3B, Mixtral-8x7B, gpt-oss-120b
 set -u
-phase=${1:?usage: moe.sh qwen|models|steps|verify|cross|repaired}
+[ $# -gt 0 ] || { echo "usage: moe.sh PHASE... (qwen models r2 steps verify cross repaired)" >&2; exit 2; }
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} FLASHINFER_LOGGING_LEVEL=debug
 out=${OUT:-/tmp/moe-out}
 work=/tmp/moe-work
@@ -48,6 +50,7 @@ pack() {  # pack NAME...: $OUT/NAME.tar.xz of each folder
   done
 }
 
+for phase in "$@"; do
 case "$phase" in
   qwen)
     m=qwen3-30b-a3b
@@ -72,6 +75,8 @@ case "$phase" in
     step mixtral-8x7b-r0 150 -- -m profkit.bench.moe_sweep --model mixtral-8x7b --routings default --tag r0 \
       --out "$work/mixtral-8x7b-r0"
     pack mixtral-8x7b-r0
+    ;;
+  r2)
     step qwen3-30b-a3b-r2 120 -- -m profkit.bench.moe_sweep --model qwen3-30b-a3b --tag r2 --out "$work/qwen3-30b-a3b-r2"
     pack qwen3-30b-a3b-r2
     ;;
@@ -113,6 +118,7 @@ case "$phase" in
       pack "$m-step-repaired"
     done
     ;;
-  *) echo "moe.sh: unknown phase $phase (qwen, models, steps, verify, cross or repaired)" >&2; exit 2 ;;
+  *) echo "moe.sh: unknown phase $phase (qwen, models, r2, steps, verify, cross or repaired)" >&2; exit 2 ;;
 esac
+done
 ls -la "$out"
