@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     from profkit import models, schema
     from profkit.bench import gemm as G
     from profkit.sources.env import collect_env, new_run_id
+    from profkit.outputs import atomic
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             from flashinfer.autotuner import AutoTuner
 
             AutoTuner.get().clear_cache()  # each shape's cache file holds its own winners only
-        (out / "provenance.json").write_text(json.dumps(provenance, indent=2, default=str))
+        atomic.write_text(out / "provenance.json", json.dumps(provenance, indent=2, default=str))
     return 1 if provenance["errors"] and not provenance["shapes"] else 0
 
 

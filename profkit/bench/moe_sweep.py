@@ -40,16 +40,22 @@ def main(argv: list[str] | None = None) -> int:
     from profkit.bench import moe
     from profkit.bench.routing import default_routings, route
     from profkit.models import load_model
+    from profkit.outputs import atomic
     from profkit.sources.env import collect_env, new_run_id
 
     out = Path(args.out)
+    if (out / "cache.json").exists() or (out / "capture").exists():
+        # FlashInfer would load that cache and tune nothing, and the capture would be replaced by an empty one.
+        print(f"profkit moe sweep: --out {out} already holds a tuning (cache.json or capture/); choose a new folder",
+              file=sys.stderr)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     model = load_model(args.model)
     provenance = {"env": collect_env(new_run_id()), "argv": sys.argv, "model": model.name, "op": moe.OP,
                   "note": moe.GEOMETRY_NOTES.get(model.name, ""), "max_m": args.max_m, "errors": []}
 
     def save():
-        (out / "provenance.json").write_text(json.dumps(provenance, indent=2, default=str))
+        atomic.write_text(out / "provenance.json", json.dumps(provenance, indent=2, default=str))
 
     try:
         provenance["moe_utils"] = moe.preload_kit_moe_utils()
@@ -77,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             table, seconds = moe.verify_moe(layer, tables, routings=names, sizes=sorted(buckets | set(args.between)),
                                             top_k=args.top_k, replays=args.replays, seed=args.seed,
                                             cache=out / "cache.json")
-            schema.write_parquet(table.assign(verify_run_id=provenance["env"]["run_id"], verify_gpu=provenance["env"].get("gpu")),
+            gpu = provenance["env"].get("gpu")
+            schema.write_parquet(table.assign(verify_run_id=provenance["env"]["run_id"], verify_gpu=gpu, capture_gpu=gpu),
                                  out / "verify.parquet")
             provenance["verify_s"] = seconds
             provenance["verify_over_tuning"] = {k: v / provenance["tune_call_s"] for k, v in seconds.items()}

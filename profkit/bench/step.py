@@ -135,7 +135,7 @@ class DecoderStack:
 
 V2_STATES = ("v2-graph", "v2-eager")
 TUNING_STATES = ("tuned", "planned", *V2_STATES)
-FILE_STATES = ("cache", "advised", "repaired")
+FILE_STATES = ("cache", "advised", "repaired", "ported", "blind")
 STATES = ("untuned", *TUNING_STATES, *FILE_STATES, "torch")
 
 

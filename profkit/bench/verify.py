@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 
 from profkit import schema
+from profkit.outputs import atomic
 from profkit.analysis.verify import verify_plan
 from profkit.bench import gemm as G
 from profkit.bench import moe
@@ -155,6 +156,13 @@ def _time_candidates(gemm: G.Gemm, m: int, plan: pd.DataFrame, *, rotate: int, r
     return rows
 
 
+def _tuned_on(capture_dir: Path) -> str | None:
+    """The GPU a capture was tuned on, as its runs table records it (None where it does not)."""
+    runs = schema.load(capture_dir).runs
+    gpus = runs["gpu"].dropna().astype(str) if "gpu" in runs.columns else ()
+    return gpus.iloc[0] if len(gpus) else None
+
+
 def run(paths, *, out: Path | None, cache: Path | None = None, top_k: int = 5, replays: int = 30,
         only_buckets: bool = False, routings: str = "default", deadline_s: float | None = None,
         log=print) -> list[Path]:
@@ -172,16 +180,17 @@ def run(paths, *, out: Path | None, cache: Path | None = None, top_k: int = 5, r
             t0 = time.perf_counter()
             table = verify_capture(capture_dir, cache=cache or cache_beside(capture_dir), top_k=top_k,
                                    replays=replays, only_buckets=only_buckets, routings=routings, log=log)
-            table = table.assign(verify_run_id=env["run_id"], verify_gpu=env.get("gpu"))
+            capture_gpu = _tuned_on(capture_dir)
+            table = table.assign(verify_run_id=env["run_id"], verify_gpu=env.get("gpu"), capture_gpu=capture_gpu)
             target_dir = capture_dir.parent if out is None else Path(out) / _relative(capture_dir, root)
             target_dir.mkdir(parents=True, exist_ok=True)
             target = schema.write_parquet(table, target_dir / "verify.parquet")
             # verify_capture set the bf16 workaround for its bf16 shapes; the env above predates it.
             flags = [G.BF16_AUTO_FLAG] if (table["op"] == "bf16_gemm").any() else []
-            meta = {"env": env, "flags": flags, "capture": str(capture_dir),
+            meta = {"env": env, "flags": flags, "capture": str(capture_dir), "capture_gpu": capture_gpu,
                     "cache": str(cache or cache_beside(capture_dir)), "rows": len(table),
                     "wall_s": time.perf_counter() - t0, "top_k": top_k, "replays": replays}
-            (target_dir / "verify.json").write_text(json.dumps(meta, indent=2, default=str))
+            atomic.write_text(target_dir / "verify.json", json.dumps(meta, indent=2, default=str))
             written.append(target)
     return written
 

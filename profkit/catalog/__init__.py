@@ -141,8 +141,7 @@ def open(paths: str | os.PathLike | Sequence[str | os.PathLike], *,  # noqa: A00
         tables, parts, inputs = _read.tables(inv, problems)
         prov = _read.provenance(inv, problems)
         steps = _read.step_rows(inv, problems)
-        renamed = _read.renames(parts)
-        verified = _read.verify(inv, problems, renamed, prov)
+        verified = _read.verify(inv, problems, parts, prov)
         moe = _read.moe(inv, prov, parts, steps, _absolute_sources(inv, verified))
         said = _read.cache_events(inv, tables, problems)
     problems = list(tables.problems) + problems
@@ -151,7 +150,7 @@ def open(paths: str | os.PathLike | Sequence[str | os.PathLike], *,  # noqa: A00
     tables = _read._masked_commands(dataclasses.replace(tables, runs=runs))
     caches = {str(p) for p in inv.paths("cache")}
     step, other, captures, cache_files = _read.split_steps(inv, steps, parts, caches)
-    op_timings = _read.op_timings(inv, problems, renamed)
+    op_timings = _read.op_timings(inv, problems, _read.renames(parts))
     linears, layers = _read._models(sorted({model for model, _ in captures}))
     if "engine results" in inputs:  # nothing but engine outputs: they are what there is to read
         bench = [*bench, *inv.paths("bench")]

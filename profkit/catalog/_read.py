@@ -18,6 +18,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from profkit import schema
+from profkit.catalog.partition import UNKNOWN_GPU
 from profkit.catalog.walk import Inventory
 from profkit.errors import ProfkitError
 from profkit.sources.inputs import Input, as_int, load_json, open_regular
@@ -238,15 +239,16 @@ def split_steps(inv: Inventory, rows: Mapping[Path, pd.DataFrame], parts: Mappin
     return pick(sorted(tuned_sets)), pick(sorted(set(by_set) - tuned_sets)), captures, cache_files
 
 
-def verify(inv: Inventory, problems: list, renamed: Mapping[str, dict] | None = None,
+def verify(inv: Inventory, problems: list, parts: Mapping[str, schema.Tables],
            prov: Mapping[str, dict] | None = None) -> pd.DataFrame:
     """Every readable verify table, with ``source`` (the file) and ``folder``, relative to the root.
 
     A table written before verify tables named their GPU gets ``verify_gpu`` from the environment its
-    ``verify.json`` (or the folder's ``provenance.json``) records; the run ids of a capture renamed in the
-    catalogue (:func:`renames`) follow it, by the capture path its verify.json names."""
+    ``verify.json`` (or the folder's ``provenance.json``) records. Its run ids follow the capture it re-timed
+    (:func:`_owner`) where the catalogue renamed that capture's runs."""
     from profkit.sources.verify import read_verify
 
+    renamed = renames(parts)
     frames = []
     for p in inv.paths("verify"):
         try:
@@ -257,8 +259,44 @@ def verify(inv: Inventory, problems: list, renamed: Mapping[str, dict] | None = 
         capture, gpu = _verify_meta(p, _nearest(inv, p.parent, prov or {}))
         if gpu and ("verify_gpu" not in table.columns or table["verify_gpu"].isna().all()):
             table = table.assign(verify_gpu=gpu)
-        frames.append(_renamed(table, _capture_renames(capture, renamed or {})))
+        owner, held = _owner(table, p, capture, parts)
+        if owner is None and held:  # its run ids name a capture here whose picks are not the ones it timed
+            ids = table["run_id"].dropna().astype(str).unique()
+            table = _renamed(table, {i: f"{i}@{p.parent.parent.name}" for i in ids}).assign(
+                capture_gpu=table.get("capture_gpu", UNKNOWN_GPU))
+        frames.append(_renamed(table, renamed.get(owner, {}) if owner else {}))
     return pd.concat(frames, ignore_index=True) if frames else schema.empty("verify")
+
+
+def _owner(table: pd.DataFrame, path: Path, written: Path | None, parts: Mapping[str, schema.Tables]
+           ) -> tuple[str | None, list[str]]:
+    """(the capture folder a verify table re-timed, the captures holding its run ids as written): the capture
+    beside it (``profkit.bench.moe_sweep`` writes both in one folder), else the one whose path ends as the
+    verify.json's ``capture`` does, else the one whose winners hold most of the table's picks, at least half (a
+    capture verified on another machine, its run id reused by a capture tuned on a second GPU); else None."""
+    ids = set(table["run_id"].dropna().astype(str)) if "run_id" in table.columns else set()
+    held = [folder for folder, t in parts.items()
+            if ids & set(t.runs.get("run_id_as_written", t.runs["run_id"]).fillna(t.runs["run_id"]).astype(str))]
+    if str(path.parent / "capture") in held:
+        return str(path.parent / "capture"), held
+    if written is not None and written.parts:
+        ends = [f for f in held if Path(f).parts[-len(written.parts):] == written.parts[-len(Path(f).parts):]]
+        if len(ends) == 1:
+            return ends[0], held
+    agreement = {folder: _agreement(table, parts[folder].winners) for folder in held}
+    best = max(held, key=agreement.get, default=None)
+    return (best if best is not None and agreement[best] >= 0.5 else None), held
+
+
+def _agreement(table: pd.DataFrame, winners: pd.DataFrame) -> float:
+    """The share of a verify table's picks, (op, bucket, runner, tactic), that are among a capture's winners."""
+    key = ["op", "bucket", "runner", "tactic"]
+    if "winner" not in table.columns or not set(key) <= set(winners.columns):
+        return 0.0
+    picks = table[table["winner"].fillna(False).to_numpy(dtype=bool)][key].astype("string").drop_duplicates()
+    won = set(map(tuple, winners[key].astype("string").itertuples(index=False, name=None)))
+    found = [pick in won for pick in picks.itertuples(index=False, name=None)]
+    return sum(found) / len(found) if found else 0.0
 
 
 def _nearest(inv: Inventory, folder: Path, prov: Mapping[str, dict]) -> dict | None:
@@ -285,17 +323,6 @@ def _verify_meta(path: Path, provenance: dict | None) -> tuple[Path | None, str 
     env = doc.get("env") if isinstance(doc.get("env"), dict) else {}
     capture = doc.get("capture")
     return (Path(capture) if isinstance(capture, str) else None), (env.get("gpu") or None)
-
-
-def _capture_renames(written: Path | None, renamed: Mapping[str, dict]) -> dict:
-    """The renames of the capture at ``written`` (a path from another machine: matched by its trailing parts)."""
-    if written is None:
-        return {}
-    for capture, names in renamed.items():
-        parts = Path(capture).parts
-        if written.parts and parts[-len(written.parts):] == written.parts[-len(parts):]:
-            return names
-    return {}
 
 
 def moe(inv: Inventory, prov: Mapping[str, dict], parts: Mapping[str, schema.Tables],

@@ -37,17 +37,23 @@ def verify_gpus(verify: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     if not len(verify):
         return pd.DataFrame({"capture_gpu": pd.Series(dtype="string"), "timed_gpu": pd.Series(dtype="string")})
     capture = verify["run_id"].astype("string").map(run_gpus(runs))
+    if "capture_gpu" in verify.columns:  # what the verify process read from the capture itself comes first
+        capture = verify["capture_gpu"].astype("string").fillna(capture)
     timed = verify["verify_gpu"].astype("string") if "verify_gpu" in verify.columns else capture
     # A capture not in the catalogue was tuned where it was timed, as far as anything here says.
     capture = capture.fillna(timed).fillna(UNKNOWN_GPU)
     return pd.DataFrame({"capture_gpu": capture, "timed_gpu": timed.fillna(capture)}, index=verify.index)
 
 
+def with_gpus(verify: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """``verify`` with :func:`verify_gpus`' ``capture_gpu`` and ``timed_gpu`` columns (replacing any it had)."""
+    return verify.assign(**verify_gpus(verify, runs)) if len(verify) else verify
+
+
 def cross_gpu_verify(verify: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Verify rows of a capture timed on another GPU than it was tuned on, with ``capture_gpu`` and ``timed_gpu``."""
-    where = verify_gpus(verify, runs)
-    cross = (where["capture_gpu"] != where["timed_gpu"]).to_numpy(dtype=bool)
-    return pd.concat([verify, where], axis=1)[cross] if len(verify) else verify
+    placed = with_gpus(verify, runs)
+    return placed[(placed["capture_gpu"] != placed["timed_gpu"]).to_numpy(dtype=bool)] if len(verify) else verify
 
 
 def for_gpu(catalog, gpu: str):

@@ -26,7 +26,7 @@ from profkit.errors import ProfkitError
 from profkit.printable import printable
 
 # Subcommand modules, in the order `profkit --help` lists them.
-SUBCOMMANDS = ("report", "capture", "parse", "step", "verify", "repair", "advise", "compare", "ranks")
+SUBCOMMANDS = ("report", "capture", "parse", "step", "verify", "repair", "port", "advise", "compare", "ranks")
 
 
 class UsageError(ProfkitError):

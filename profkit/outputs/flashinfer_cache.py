@@ -111,6 +111,15 @@ def cache_file(picks: pd.DataFrame, *, metadata: dict, like: dict | None = None,
     return {"_metadata": dict(metadata), **dict(sorted(entries.items()))}
 
 
+def relabelled(document: dict, metadata: dict) -> dict:
+    """A cache file's entries as they are, under ``metadata`` (another environment's ``_metadata``). Its
+    ``_generation`` (a hash of the old content, FlashInfer's concurrent-writer check) is left out."""
+    if not isinstance(metadata, dict):
+        raise ProfkitError(f"_metadata must be a JSON object, found {type(metadata).__name__}")
+    entries = {key: value for key, value in document.items() if key not in ("_metadata", "_generation")}
+    return {"_metadata": dict(metadata), **entries}
+
+
 def write_cache_file(path: str | os.PathLike, content: dict, *, inputs: Iterable[str | os.PathLike] = ()) -> Path:
     """Write :func:`cache_file`'s content as JSON, atomically, never over one of ``inputs``."""
     return atomic.write_json(path, content, inputs=inputs)

@@ -57,8 +57,7 @@ def build_model(catalog, *, gpu: str | None = None) -> ReportModel:
     verdicts = pd.concat([results[g].op_verdicts.assign(gpu=g, flashinfer=_versions(parts[g].runs)) for g in gpus],
                          ignore_index=True)
     verify = catalog.verify
-    carried = carried_picks(pd.concat([verify, partition.verify_gpus(verify, catalog.runs)], axis=1)) \
-        if len(verify) else carried_picks(verify)
+    carried = carried_picks(partition.with_gpus(verify, catalog.runs))
     return ReportModel(catalog=catalog, gpus=gpus, gpu=gpu, data=parts[gpu], results=results[gpu], verdicts=verdicts,
                        carried=carried, portability=portability(carried))
 

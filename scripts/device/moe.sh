@@ -15,10 +15,14 @@
 #           process: Qwen3-30B-A3B and gpt-oss-120b, every default routing (a repeat of the sweep's verify)
 #   cross   cross-GPU verify: profkit verify of another GPU's r0 captures in .moe-in/MODEL-r0/ (capture/,
 #           cache.json) on this GPU, every default routing, for all three models (their picks timed here)
+#   port    carry another GPU's tuning here (Qwen3-30B-A3B): profkit.bench.port_price on .moe-in/MODEL-r0/capture
+#           (port cold, port warm, full tuning, tuning warm, one process), profkit port --blind of its cache.json,
+#           then the interleaved step untuned,cache,untuned,blind,ported: cache is this GPU's own tuning
+#           (.moe-in/MODEL-own/cache.json), blind the other GPU's picks made to load, ported the port's file
 #   repaired  does repaired lose to cache? interleaved steps cache,repaired,cache (cache twice: an A/A pair)
 #           over 6 passes from the r0 files in .moe-in/MODEL-r0/: Qwen3-30B-A3B, Mixtral-8x7B, gpt-oss-120b
 set -u
-[ $# -gt 0 ] || { echo "usage: moe.sh PHASE... (qwen models r2 steps verify cross repaired)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: moe.sh PHASE... (qwen models r2 steps verify cross port repaired)" >&2; exit 2; }
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} FLASHINFER_LOGGING_LEVEL=debug
 out=${OUT:-/tmp/moe-out}
 work=/tmp/moe-work
@@ -106,6 +110,17 @@ case "$phase" in
       pack "$m-verify-cross"
     done
     ;;
+  port)
+    m=qwen3-30b-a3b
+    in=.moe-in/$m-r0
+    step "$m-port" 150 -- -m profkit.bench.port_price --model $m --capture "$in/capture" --out "$work/$m-port"
+    step "$m-port" 20 -- -m profkit.cli.port "$in/capture" --blind --out "$work/$m-port/blind"
+    deadline=$((budget - (SECONDS - t0) - 40))
+    step "$m-step-port" 100 -- -m profkit.cli.step --model $m --dtype bf16 --states untuned,cache,untuned,blind,ported \
+      --cache "cache=.moe-in/$m-own/cache.json" --cache "blind=$work/$m-port/blind/cache.json" \
+      --cache "ported=$work/$m-port/cold/cache.json" --deadline-s "$deadline" --out "$work/$m-step-port"
+    pack "$m-port" "$m-step-port"
+    ;;
   repaired)
     left_models=3
     for m in qwen3-30b-a3b mixtral-8x7b gpt-oss-120b; do
@@ -118,7 +133,7 @@ case "$phase" in
       pack "$m-step-repaired"
     done
     ;;
-  *) echo "moe.sh: unknown phase $phase (qwen, models, r2, steps, verify, cross or repaired)" >&2; exit 2 ;;
+  *) echo "moe.sh: unknown phase $phase (qwen, models, r2, steps, verify, cross, port or repaired)" >&2; exit 2 ;;
 esac
 done
 ls -la "$out"
