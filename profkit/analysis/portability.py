@@ -43,20 +43,24 @@ def carried_picks(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD) ->
     needed = {"capture_gpu", "timed_gpu", "winner", "default", "serving_ms", *_KEY[:2], "m", "runner", "tactic"}
     if verify is None or not len(verify) or not needed <= set(verify.columns):
         return empty(CARRIED_COLUMNS)
-    v = verify.assign(routing=verify["routing"].astype("string").fillna("") if "routing" in verify.columns else "")
+    v = verify.assign(routing=verify["routing"].astype("string").fillna("") if "routing" in verify.columns else "",
+                      process=_process(verify))
     v = v[v["serving_ms"].notna().to_numpy(dtype=bool)]
     cross = (v["capture_gpu"] != v["timed_gpu"]).fillna(False).to_numpy(dtype=bool)
     picked, default = v["winner"].fillna(False).to_numpy(dtype=bool), v["default"].fillna(False).to_numpy(dtype=bool)
-    carried = _side(v[cross & picked], "carried").rename(columns={"capture_gpu": "source_gpu", "timed_gpu": "target_gpu"})
-    carried_default = _side(v[cross & default], "carried_default").rename(
-        columns={"capture_gpu": "source_gpu", "timed_gpu": "target_gpu"})
+    gpus = {"capture_gpu": "source_gpu", "timed_gpu": "target_gpu"}
+    carried = _side(v[cross & picked], "carried").rename(columns=gpus)
+    carried_default = _side(v[cross & default], "carried_default").rename(columns=gpus)
     own = _side(v[~cross & picked], "own").rename(columns={"timed_gpu": "target_gpu"}).drop(columns="capture_gpu")
     own_default = _side(v[~cross & default], "default").rename(columns={"timed_gpu": "target_gpu"}).drop(
         columns="capture_gpu")
-    out = (carried.merge(carried_default[[*_KEY, "source_gpu", "target_gpu", "carried_default_ms"]],
-                         on=[*_KEY, "source_gpu", "target_gpu"])
-           .merge(own, on=[*_KEY, "target_gpu"]).merge(own_default[[*_KEY, "target_gpu", "default_ms"]],
-                                                       on=[*_KEY, "target_gpu"]))
+    # A pick is priced against the default timed in its own process; a point timed by several processes
+    # (a verify and a port, say) keeps the first.
+    carried = carried.merge(carried_default[[*_KEY, "source_gpu", "target_gpu", "process", "carried_default_ms"]],
+                            on=[*_KEY, "source_gpu", "target_gpu", "process"])
+    own = own.merge(own_default[[*_KEY, "target_gpu", "process", "default_ms"]], on=[*_KEY, "target_gpu", "process"])
+    out = (carried.drop_duplicates([*_KEY, "source_gpu", "target_gpu"]).drop(columns="process")
+           .merge(own.drop_duplicates([*_KEY, "target_gpu"]).drop(columns="process"), on=[*_KEY, "target_gpu"]))
     if out.empty:
         return empty(CARRIED_COLUMNS)
     same = ((out["carried_runner"] == out["own_runner"]) & (out["carried_tactic"] == out["own_tactic"])).fillna(False)
@@ -93,11 +97,19 @@ def portability(carried: pd.DataFrame) -> pd.DataFrame:
 
 def _side(rows: pd.DataFrame, name: str) -> pd.DataFrame:
     """One row per (key, GPUs): that side's runner, tactic and serving time (the first where a key repeats)."""
-    keep = [*_KEY, "bucket", "capture_gpu", "timed_gpu", "runner", "tactic", "serving_ms"]
-    side = rows[[c for c in keep if c in rows.columns]].drop_duplicates([*_KEY, "capture_gpu", "timed_gpu"])
+    keep = [*_KEY, "bucket", "capture_gpu", "timed_gpu", "process", "runner", "tactic", "serving_ms"]
+    side = rows[[c for c in keep if c in rows.columns]].drop_duplicates([*_KEY, "capture_gpu", "timed_gpu", "process"])
     side = side.astype({"tactic": "string", "runner": "string"})
     side = side.rename(columns={"runner": f"{name}_runner", "tactic": f"{name}_tactic", "serving_ms": f"{name}_ms"})
     return side.drop(columns=[c for c in ("bucket",) if name != "carried" and c in side.columns])
+
+
+def _process(verify: pd.DataFrame) -> pd.Series:
+    """The verify process each row was timed in: its ``verify_run_id``, else its file, else one for all."""
+    for column in ("verify_run_id", "source"):
+        if column in verify.columns:
+            return verify[column].astype("string").fillna("")
+    return pd.Series("", index=verify.index, dtype="string")
 
 
 def _where(row) -> str:

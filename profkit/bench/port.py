@@ -43,7 +43,7 @@ def port(capture_dir: Path, *, cache: Path | None, out: Path, top_k: int = 3, re
         "buckets": len(content) - 1, "timed": int(len(timings)), "set_aside": list(set_aside),
         "kept_source_pick": int(((picks["runner"] == picks["tuner_runner"])
                                  & (picks["tactic"] == picks["tuner_tactic"])).fillna(False).sum()) if len(picks) else 0,
-        "port_s": seconds, "source_tuning_s": float(source.tuning["wall_s"].sum()) if len(source.tuning) else None,
+        "port_s": seconds, "source_tuning_s": _tuning_seconds(source.tuning),
     }
     atomic.write_json(out / "port.json", document)
     return document
@@ -73,6 +73,12 @@ def _entries(cache: Path | None) -> dict:
     if not cache or not Path(cache).is_file():
         return {}
     return {k: v for k, v in read_cache_document(cache).items() if not k.startswith("_")}
+
+
+def _tuning_seconds(tuning) -> float | None:
+    """Wall seconds of a capture's tuning calls (their per-bucket profile rows are inside them)."""
+    calls = tuning[tuning["kind"] == "call"] if "kind" in tuning.columns else tuning.iloc[:0]
+    return float(calls["wall_s"].sum()) if len(calls) else None
 
 
 def _first(frame, column: str):
