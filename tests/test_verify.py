@@ -333,14 +333,21 @@ def test_rank_agreement_is_spearman_with_ties_at_their_average_rank():
     import numpy as np
     import pandas as pd
 
-    from profkit.analysis.verify import _spearman
+    from profkit.analysis.verify import _spearman_by
 
     rng = np.random.default_rng(0)
-    for n in (3, 5, 8, 30):
+    samples, want = [], []
+    for n in (1, 2, 3, 5, 8, 30):
         for _ in range(50):
             a, b = rng.integers(0, 4, n).astype(float), rng.normal(size=n)
             a[rng.integers(0, n)] = np.nan
             keep = ~(np.isnan(a) | np.isnan(b))
-            want = pd.Series(a[keep]).rank().corr(pd.Series(b[keep]).rank()) if keep.sum() >= 3 else np.nan
-            assert _spearman(a, b) == pytest.approx(want, nan_ok=True, abs=1e-12)
-    assert np.isnan(_spearman(np.ones(5), np.arange(5.0)))  # a constant side ranks nothing
+            want.append(pd.Series(a[keep]).rank().corr(pd.Series(b[keep]).rank()) if keep.sum() >= 3 else np.nan)
+            samples.append((a, b))
+    samples.append((np.ones(5), np.arange(5.0)))  # a constant side ranks nothing
+    want.append(np.nan)
+    order = rng.permutation(sum(len(a) for a, _ in samples))  # each group's rows spread over the table
+    g = np.repeat(np.arange(len(samples)), [len(a) for a, _ in samples])[order]
+    a, b = (np.concatenate([s[i] for s in samples])[order] for i in (0, 1))
+    got = _spearman_by(a, b, g, len(samples))
+    assert got == pytest.approx(np.array(want), nan_ok=True, abs=1e-12)

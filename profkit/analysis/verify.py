@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from profkit.analysis._frames import conform_columns, empty, flashinfer_rows, op_shape, require
+from profkit.analysis._frames import any_by, conform_columns, empty, flashinfer_rows, op_shape, require
 from profkit.analysis.engine import assign_bucket
 from profkit.analysis.decisions import tuner_ratio_sd
 from profkit.analysis.verdict import MIN_UNITS, VERIFY_RATIO_SD, compare_samples, compare_two, compare_values
@@ -155,55 +155,59 @@ def bucket_verdicts(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD,
         (:func:`~profkit.analysis.decisions.tuner_ratio_sd`; not_measurable without repeats).
         Sorted by run_id, op, shape, m.
     """
-    require(verify, ("run_id", "op", "shape", "m", "bucket", "runner", "tactic", "tuner_ms", "winner", "default",
-                     "serving_ms", "serving_p10_ms", "serving_p90_ms"), "verify")
-    ok = verify[verify["serving_ms"].notna()]
-    # One numpy array per column, indexed by each group's row positions: slicing the (wide) frame per
-    # group cost ~5 ms a group, 6 s for the shipped verify tables.
-    winner = ok["winner"].fillna(False).to_numpy(dtype=bool)
-    default = ok["default"].fillna(False).to_numpy(dtype=bool)
-    runner, tactic, bucket = (ok[c].to_numpy(dtype=object) for c in ("runner", "tactic", "bucket"))
-    profile = ok["profile"].astype("string").to_numpy(dtype=object) if "profile" in ok else np.full(len(ok), None)
-    serving, p10, p90, tuner = (ok[c].to_numpy(dtype=float, na_value=np.nan)
-                                for c in ("serving_ms", "serving_p10_ms", "serving_p90_ms", "tuner_ms"))
-    cache = ok["cache_choice"].fillna(False).to_numpy(dtype=bool) if "cache_choice" in ok else np.zeros(len(ok), bool)
-    source = ok["source"].astype("string").fillna("-").to_numpy(dtype=object).astype(str) \
-        if "source" in ok.columns else np.full(len(ok), "-")
-    rows = []
-    for (run_id, op, shape, m), at in sorted(ok.groupby(["run_id", "op", "shape", "m"]).indices.items()):
-        picks, defaults = at[winner[at]], at[default[at]]
-        if not len(picks) or not len(defaults):
-            continue
-        p, d = picks[0], defaults[0]
-        same = at[(runner[at] == runner[p]) & (tactic[at] == tactic[p])]
-        (pick_names, pick_units), (default_names, default_units) = (_process_units(same, source, serving),
-                                                                    _process_units(defaults, source, serving))
-        _, pi, di = np.intersect1d(pick_names, default_names, return_indices=True)
-        paired = len(pi) >= MIN_UNITS
-        rule = compare_two(pick_units[pi] if paired else pick_units, default_units[di] if paired else default_units,
-                           paired=paired, ratio_sd=ratio_sd)
-        pick_ms = float(np.exp(np.log(pick_units).mean()))
-        default_ms = float(np.exp(np.log(default_units).mean()))
-        best = at[np.argmin(serving[at])]
-        band = max(_half_band(p10[i], p90[i], serving[i]) for i in (p, d))
-        rows.append({
-            "run_id": run_id, "op": op, "shape": shape, "m": m, "bucket": bucket[p], "at_bucket": m == bucket[p],
-            "pick_runner": runner[p], "pick_tactic": tactic[p], "pick_ms": pick_ms,
-            "default_ms": default_ms, "tuner_speedup": tuner[d] / tuner[p],
-            "serving_speedup": default_ms / pick_ms, "serving_noise": band, "verdict": rule.verdict,
-            "best_runner": runner[best], "best_tactic": tactic[best], "best_ms": serving[best],
-            "regret": serving[p] / serving[best] - 1.0,
-            "rank_agreement": _spearman(tuner[at], serving[at]),
-            "cache_runs_pick": bool(cache[picks].any()),
-            "effect": rule.effect, "effect_lo": rule.effect_lo, "effect_hi": rule.effect_hi,
-            "detectable": rule.detectable, "n": rule.n, "n_baseline": rule.n_baseline, "design": rule.design,
-            "profile": profile[p], "pick_tuner_ms": tuner[p], "default_tuner_ms": tuner[d],
-        })
-    if not rows:
+    keys = ["run_id", "op", "shape", "m"]
+    require(verify, (*keys, "bucket", "runner", "tactic", "tuner_ms", "winner", "default", "serving_ms",
+                     "serving_p10_ms", "serving_p90_ms"), "verify")
+    # Plain arrays over the timed rows, grouped (a stable sort: each group's rows keep their order); no
+    # copy of the (wide, maybe millions of rows) frame and no Python work per group but the few
+    # groups timed in several processes.
+    group = verify.groupby(keys, sort=False, observed=True, dropna=True).ngroup().to_numpy(dtype=float)
+    serving = verify["serving_ms"].to_numpy(dtype=float, na_value=np.nan)
+    timed = np.flatnonzero(~np.isnan(serving) & ~np.isnan(group))
+    at = timed[np.argsort(group[timed], kind="stable")]
+    g = np.unique(group[at], return_inverse=True)[1]
+    n_groups = int(g.max()) + 1 if len(g) else 0
+    column = lambda name: verify[name].to_numpy(dtype=float, na_value=np.nan)[at]  # noqa: E731
+    flag = lambda name: verify[name].fillna(False).to_numpy(dtype=bool)[at]  # noqa: E731
+    serving, p10, p90, tuner = serving[at], column("serving_p10_ms"), column("serving_p90_ms"), column("tuner_ms")
+    winner, default = flag("winner"), flag("default")
+    pick, base = _first_by(winner, g, n_groups), _first_by(default, g, n_groups)
+    valid = (pick >= 0) & (base >= 0)
+    runner, tactic = _codes(verify["runner"])[at], _codes(verify["tactic"])[at]
+    same = valid[g] & (runner == runner[pick[g]]) & (tactic == tactic[pick[g]])
+    source = _codes(verify["source"], missing="-")[at] if "source" in verify.columns else np.zeros(len(at), np.int64)
+    cache = flag("cache_choice") if "cache_choice" in verify.columns else np.zeros(len(at), dtype=bool)
+    pick_units, base_units = _unit_medians(g, source, serving, same), _unit_medians(g, source, serving,
+                                                                                   default & valid[g])
+    rule = _rule(pick_units, base_units, valid, ratio_sd)
+    groups = np.flatnonzero(valid)
+    if not len(groups):
         return empty(BUCKET_VERDICT_COLUMNS)
-    out = pd.DataFrame(rows)
+    p, d = pick[groups], base[groups]
+    best = np.lexsort((serving, g))[np.searchsorted(g, groups)]  # the group's first fastest row
+    take = lambda name, rows: verify[name].iloc[at[rows]].reset_index(drop=True)  # noqa: E731
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bands = [(p90[i] - p10[i]) / (2 * serving[i]) for i in (p, d)]
+        out = pd.DataFrame({
+            **{k: take(k, p) for k in keys}, "bucket": take("bucket", p),
+            "at_bucket": (take("m", p) == take("bucket", p)).astype("boolean"),
+            "pick_runner": take("runner", p), "pick_tactic": take("tactic", p),
+            "pick_ms": rule["pick_ms"][groups], "default_ms": rule["default_ms"][groups],
+            "tuner_speedup": tuner[d] / tuner[p],
+            "serving_speedup": rule["default_ms"][groups] / rule["pick_ms"][groups],
+            "serving_noise": np.where(bands[1] > bands[0], bands[1], bands[0]),  # as max(pick's, default's)
+            "verdict": rule["verdict"][groups],
+            "best_runner": take("runner", best), "best_tactic": take("tactic", best), "best_ms": serving[best],
+            "regret": serving[p] / serving[best] - 1.0,
+            "rank_agreement": _spearman_by(tuner, serving, g, n_groups)[groups],
+            "cache_runs_pick": any_by(cache & winner, g, n_groups)[groups],
+            **{k: rule[k][groups] for k in ("effect", "effect_lo", "effect_hi", "detectable", "n", "n_baseline",
+                                             "design")},
+            "profile": take("profile", p).astype("string") if "profile" in verify.columns else None,
+            "pick_tuner_ms": tuner[p], "default_tuner_ms": tuner[d],
+        })
     out["tuner_verdict"] = _tuner_verdicts(out, noise)
-    return conform_columns(out, BUCKET_VERDICT_COLUMNS)
+    return conform_columns(out, BUCKET_VERDICT_COLUMNS).sort_values(keys, kind="stable", ignore_index=True)
 
 
 def _tuner_verdicts(rows: pd.DataFrame, noise: pd.DataFrame | None) -> np.ndarray:
@@ -217,11 +221,82 @@ def _tuner_verdicts(rows: pd.DataFrame, noise: pd.DataFrame | None) -> np.ndarra
     return rule["verdict"].to_numpy()
 
 
-def _process_units(at: np.ndarray, source: np.ndarray, serving: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Serving ms per process (``source``, sorted; "-" when the table has no source), median over repeats in it."""
-    order = at[np.argsort(source[at], kind="stable")]
-    names, starts = np.unique(source[order], return_index=True)
-    return names, np.array([np.median(v) for v in np.split(serving[order], starts[1:])])
+def _first_by(flags: np.ndarray, g: np.ndarray, n_groups: int) -> np.ndarray:
+    """Position of each group's first flagged row (-1 where none has the flag)."""
+    rows = np.flatnonzero(flags)
+    groups, first = np.unique(g[rows], return_index=True)
+    out = np.full(n_groups, -1, dtype=np.int64)
+    out[groups] = rows[first]
+    return out
+
+
+def _codes(values: pd.Series, *, missing: str | None = None) -> np.ndarray:
+    """Integer codes of ``values`` in the sorted order of their text; missing values coded as ``missing``, else -1."""
+    values = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype("category")
+    names = np.asarray(values.cat.categories.astype(str), dtype=object)
+    if missing is not None:
+        names = np.append(names, missing)
+    rank = np.unique(names, return_inverse=True)[1]  # a category equal to ``missing`` shares its code
+    codes = values.cat.codes.to_numpy()
+    if missing is not None:
+        return rank[np.where(codes < 0, len(names) - 1, codes)]
+    return np.where(codes < 0, -1, rank[codes])
+
+
+def _unit_medians(g: np.ndarray, source: np.ndarray, serving: np.ndarray,
+                  rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(group, process code, median serving ms) per process of each group's ``rows``, sorted by group and process."""
+    at = np.flatnonzero(rows)
+    at = at[np.lexsort((serving[at], source[at], g[at]))]
+    gs, ss, v = g[at], source[at], serving[at]
+    starts = np.flatnonzero(np.r_[True, (gs[1:] != gs[:-1]) | (ss[1:] != ss[:-1])])
+    counts = np.diff(np.r_[starts, len(at)])
+    lo, hi = starts + (counts - 1) // 2, starts + counts // 2
+    return gs[starts], ss[starts], np.where(lo == hi, v[lo], (v[lo] + v[hi]) / 2)  # np.median's middle(s)
+
+
+def _rule(pick: tuple, base: tuple, valid: np.ndarray, ratio_sd: float | None) -> dict[str, np.ndarray]:
+    """The rule on each valid group's pick and default, processes as units; geometric means of their medians.
+
+    One process per side (every row of a one-file table) is the calibrated one-unit design, for all
+    such groups at once (:func:`compare_values`); groups timed in several processes go through
+    :func:`compare_two`, paired where three or more processes timed both.
+    """
+    n_groups = len(valid)
+    (pg, ps, pv), (bg, bs, bv) = pick, base
+    n_pick, n_base = np.bincount(pg, minlength=n_groups), np.bincount(bg, minlength=n_groups)
+    first_pick, first_base = np.searchsorted(pg, np.arange(n_groups)), np.searchsorted(bg, np.arange(n_groups))
+    a, b = pv[np.minimum(first_pick, len(pv) - 1)] if len(pv) else pv, bv[np.minimum(first_base, len(bv) - 1)] \
+        if len(bv) else bv
+    nan = np.full(n_groups, np.nan)
+    out = {"pick_ms": nan.copy(), "default_ms": nan.copy(), "effect": nan.copy(), "effect_lo": nan.copy(),
+           "effect_hi": nan.copy(), "detectable": nan.copy(), "n": np.zeros(n_groups, dtype=np.int64),
+           "n_baseline": np.zeros(n_groups, dtype=np.int64), "verdict": np.full(n_groups, None, dtype=object),
+           "design": np.full(n_groups, None, dtype=object)}
+    one = valid & (n_pick == 1) & (n_base == 1)
+    if ratio_sd is not None and np.isfinite(ratio_sd) and len(pv) and len(bv):
+        with np.errstate(invalid="ignore"):
+            one &= np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
+        fast = np.flatnonzero(one)
+        decided = compare_values(a[fast], b[fast], ratio_sd=ratio_sd)
+        for name in ("effect", "effect_lo", "effect_hi", "detectable", "verdict"):
+            out[name][fast] = decided[name].to_numpy(dtype=object if name == "verdict" else float)
+        out["pick_ms"][fast], out["default_ms"][fast] = np.exp(np.log(a[fast])), np.exp(np.log(b[fast]))
+        out["n"][fast], out["n_baseline"][fast], out["design"][fast] = 1, 1, "calibrated"
+    else:
+        one[:] = False
+    for k in np.flatnonzero(valid & ~one):
+        i, j = slice(first_pick[k], first_pick[k] + n_pick[k]), slice(first_base[k], first_base[k] + n_base[k])
+        pick_units, base_units = pv[i], bv[j]
+        _, pi, bi = np.intersect1d(ps[i], bs[j], return_indices=True)
+        paired = len(pi) >= MIN_UNITS
+        c = compare_two(pick_units[pi] if paired else pick_units, base_units[bi] if paired else base_units,
+                        paired=paired, ratio_sd=ratio_sd)
+        out["pick_ms"][k] = float(np.exp(np.log(pick_units).mean()))
+        out["default_ms"][k] = float(np.exp(np.log(base_units).mean()))
+        for name in ("effect", "effect_lo", "effect_hi", "detectable", "verdict", "n", "n_baseline", "design"):
+            out[name][k] = getattr(c, name)
+    return out
 
 
 def op_summary(verdicts: pd.DataFrame, *, at_bucket_only: bool = True) -> pd.DataFrame:
@@ -426,23 +501,26 @@ def _repaired_time(linear: pd.DataFrame, picks: pd.DataFrame) -> pd.Series:
     return same["serving_ms"]
 
 
-def _half_band(p10: float, p90: float, median: float) -> float:
-    return float((p90 - p10) / (2 * median))
-
-
-def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman's rank correlation (ties at their average rank); NaN for fewer than 3 pairs or a constant side."""
+def _spearman_by(a: np.ndarray, b: np.ndarray, g: np.ndarray, n_groups: int) -> np.ndarray:
+    """Spearman's rank correlation per group (ties at their average rank); NaN under 3 pairs or a constant side."""
     keep = ~(np.isnan(a) | np.isnan(b))
-    if keep.sum() < 3:
-        return float("nan")
-    ra, rb = _average_ranks(a[keep]), _average_ranks(b[keep])
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    scale = math.sqrt(float((ra * ra).sum() * (rb * rb).sum()))
-    return float((ra * rb).sum() / scale) if scale > 0 else float("nan")
+    a, b, g = a[keep], b[keep], g[keep]
+    n = np.bincount(g, minlength=n_groups)
+    sums = lambda x: np.bincount(g, weights=x, minlength=n_groups)  # noqa: E731
+    # Ranks are half-integers and centred ranks multiples of 1/2: every sum here is exact, in any order.
+    ra, rb = (r - (sums(r) / np.maximum(n, 1))[g] for r in (_average_ranks_by(a, g), _average_ranks_by(b, g)))
+    scale = np.sqrt(sums(ra * ra) * sums(rb * rb))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((n >= 3) & (scale > 0), sums(ra * rb) / scale, np.nan)
 
 
-def _average_ranks(x: np.ndarray) -> np.ndarray:
-    """1-based ranks of ``x``, ties at the average of the ranks they span (as pandas' ``rank()``)."""
-    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)
-    return ((ends - counts + 1 + ends) / 2.0)[inverse]
+def _average_ranks_by(x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """1-based ranks of ``x`` inside each group, ties at the average of the ranks they span (as pandas' ``rank()``)."""
+    order = np.lexsort((x, g))
+    xs, gs = x[order], g[order]
+    starts = np.flatnonzero(np.r_[True, (gs[1:] != gs[:-1]) | (xs[1:] != xs[:-1])])
+    counts = np.diff(np.r_[starts, len(x)])
+    before = starts - np.searchsorted(gs, gs[starts])  # rows of the group ranked below the tie
+    ranks = np.empty(len(x))
+    ranks[order] = np.repeat((2 * before + 1 + counts) / 2.0, counts)
+    return ranks
