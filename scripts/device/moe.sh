@@ -14,7 +14,8 @@
 #   verify  profkit verify of the r0 captures in .moe-in/MODEL-r0/ (capture/, cache.json) in a fresh
 #           process: Qwen3-30B-A3B and gpt-oss-120b, every default routing (a repeat of the sweep's verify)
 #   cross   cross-GPU verify: profkit verify of another GPU's r0 captures in .moe-in/MODEL-r0/ (capture/,
-#           cache.json) on this GPU, every default routing, for all three models (their picks timed here)
+#           cache.json) on this GPU, every default routing, for all three models (their picks timed here;
+#           MOE_CROSS_MODELS names fewer)
 #   port    carry another GPU's tuning here (Qwen3-30B-A3B): profkit.bench.port_price on .moe-in/MODEL-r0/capture
 #           (port cold, port warm, full tuning, tuning warm, one process), profkit port --blind of its cache.json,
 #           then the interleaved step untuned,cache,untuned,blind,ported: cache is this GPU's own tuning
@@ -104,7 +105,7 @@ case "$phase" in
     done
     ;;
   cross)
-    for m in qwen3-30b-a3b mixtral-8x7b gpt-oss-120b; do
+    for m in ${MOE_CROSS_MODELS:-qwen3-30b-a3b mixtral-8x7b gpt-oss-120b}; do
       step "$m-verify-cross" 60 -- -m profkit.cli.verify ".moe-in/$m-r0/capture" --cache ".moe-in/$m-r0/cache.json" \
         --out "$work/$m-verify-cross"
       pack "$m-verify-cross"
