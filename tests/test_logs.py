@@ -387,3 +387,64 @@ def test_a_pool_reports_progress_and_names_a_file_it_could_not_read(tmp_path):
 def test_workers_must_be_a_whole_number(workers):
     with pytest.raises(ValueError, match="workers must be a whole number"):
         profkit.read_log(POOLED[:1], workers=workers)
+
+
+HEADER = "2026-12-02 21:17:06,471 - DEBUG - autotuner.py:3115 - flashinfer.jit: "
+# (pattern, replacement) in a candidate line whose tactic is 15 digits and time 20 characters, the commonest lengths:
+# each makes a line the bulk path must leave to the general one, most with what the bulk path searches for found a
+# second time where such lines have it once.
+TRIPS = {
+    "runner with '> ' inside": (r"<flashinfer\.gemm", "<fla> infer.gemm"),
+    "runner with a record": (r"<flashinfer\.gemm", "<" + HEADER + "gemm"),
+    "tactic with ', shapes='": (r"> \d+, shapes=", "> 1, shapes=12345, shapes="),
+    "tactic with a record": (r"> \d+, shapes=", "> 1 " + HEADER + "[Autotuner]: x, shapes="),
+    "shapes with a record": (r"shapes=\(\(1,", "shapes=((" + HEADER + "1,"),
+    "avg_time twice": (r"avg_time \S+", "avg_time 0.51, avg_time 0.123"),
+    "avg_time in the tactic": (r", shapes=", ", avg_time 2, shapes="),
+    "time nan": (r"avg_time \S+", "avg_time nan"),
+    "time with spaces": (r"avg_time \S+", "avg_time  1.5 "),
+    "time with an underscore": (r"avg_time \S+", "avg_time 1_0.5"),
+    "time no number": (r"avg_time \S+", "avg_time 0.1x"),
+    "no shapes": (r", shapes=", ", shape="),
+    "other header": (r"DEBUG - autotuner\.py:3115", "INFO - autotuner.py:3116"),
+    "no candidate": (r"profiling <", "profilinG <"),
+    "not ASCII": (r", shapes=", "\u00e9, shapes="),
+    "tab": (r", shapes=", "\t, shapes="),
+}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bulk_path_leaves_lines_that_trip_it_to_the_general_path(seed, monkeypatch):
+    """Candidate lines whose runner, tactic, shapes or time hold what the bulk path searches for, tactics of many
+    lengths (more than it learns before searching line by line), and lines near a block's end: the tables equal
+    those read one line at a time, and the bulk path took most lines."""
+    import re
+
+    import numpy as np
+
+    from profkit.sources import logs
+    from profkit.sources.logs import bulk
+
+    lines = (RANKS / "rank0.log").read_text().splitlines(keepends=True)
+    rng, out, tripped = random.Random(seed), [], set()
+    for line in lines:
+        out.append(line)
+        if line.startswith("2") and "profiling <" in line and "chosen" not in line:
+            for _ in range(rng.randrange(60)):  # the same profile again, half of them with the commonest lengths
+                digits = 15 if rng.random() < 0.5 else rng.randrange(1, 40)
+                made = re.sub(r"> \S+, shapes=(.*), avg_time \S+",
+                              lambda m: f"> {rng.randrange(10 ** (digits - 1), 10 ** digits)}, shapes={m[1]}, "
+                                        f"avg_time {rng.random():.18f}", line)
+                if rng.random() < 0.2:
+                    name = rng.choice(list(TRIPS))
+                    made, tripped = re.sub(*TRIPS[name], made, count=1), tripped | {name}
+                out.append(made)
+    text = "".join(out)
+    assert len(tripped) == len(TRIPS)
+    data = text.encode()
+    plain = bulk.plain_candidates(data, np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n")))
+    assert len(plain.rows) > len(out) // 2
+    monkeypatch.setattr(bulk, "BLOCK", 1 << 12 + seed)  # many blocks: many lines near a block's end
+    in_bulk = log_golden.digest(log_golden.tables_of(text))
+    monkeypatch.setattr(logs, "feed", functools.partial(bulk.feed, bulk=False))
+    assert in_bulk == log_golden.digest(log_golden.tables_of(text))

@@ -3,19 +3,23 @@
 Most of a debug log is candidate lines of one shape (``<timestamp> - DEBUG - autotuner.py:N -
 flashinfer.jit: [Autotuner]: profiling <runner> <tactic>, shapes=<shapes>, avg_time <ms>``).
 :func:`plain_candidates` finds them in a block without a Python loop over lines: line ends and
-single-byte tests with numpy, the header with ``bytes.startswith`` mapped over lines at C speed,
-the runner's end, ", shapes=" and ", avg_time " as every position of each in the block, then per
-line the first (or last) one inside it (what ``bytes.find`` or ``rfind`` gives there); runner, tactic and shapes texts become codes into their distinct values (each text kept once). Every other line, and any
-line a test here rejects, goes to the reader's general path, so the bulk path only ever takes
-lines the general path would read the same way. Runs of lines that repeat, after their timestamp,
-the two lines before them (:func:`repeat_stops`: a fallback call's message and "Generated key" line,
-printed on every untuned call) are counted once the reader has read two of them as repeats.
-:func:`feed` drives a :class:`~profkit.sources.logs.reader.Reader` over an input this way.
+single-byte tests with numpy; the runner's end, ", shapes=" and ", avg_time " tested at once in
+every line at the distances a sample of lines has (:class:`_Words`: 8 bytes at a time); header and
+runner, tactic and shapes texts become codes into their distinct values, and each distinct text is
+checked once (the header is the block's first candidate header; no text holds the pattern that
+ended it, or a record header). Every other line, and any line a test here rejects, goes to the
+reader's general path, so the bulk path only ever takes lines the general path would read the same
+way. Runs of lines that repeat, after their timestamp, the two lines before them
+(:func:`repeat_stops`: a fallback call's message and "Generated key" line, printed on every untuned
+call) are counted once the reader has read two of them as repeats. :func:`feed` drives a
+:class:`~profkit.sources.logs.reader.Reader` over an input this way.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import math
 import re
 from itertools import repeat
 from typing import BinaryIO, Callable, Iterator
@@ -33,9 +37,9 @@ _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 # The candidate header after its timestamp, up to the runner's "<": learned once per block.
 _HEADER = re.compile(rb"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}( - [A-Z]+ - [^ \r\n]+ - flashinfer\.jit: "
                      rb"\[Autotuner\]: profiling <)", re.M)
-_JIT_BYTES = g.JIT.encode()
 _SHAPES_BYTES = g.SHAPES.encode()  # ", shapes="
 _AVG_TIME_BYTES = g.AVG_TIME.encode()  # ", avg_time "
+_JIT_TEXT = g.JIT[3:]  # "flashinfer.jit: ": a second record header in a line holds it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,27 +61,70 @@ class PlainCandidates:
         return cls(empty, empty, [], empty, [], empty, [], np.zeros(0))
 
 
-def _first(found: np.ndarray, width: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Per span, what ``bytes.find`` of a pattern ``width`` long gives over [start, end), from ``found``: every
-    position of the pattern, increasing (:func:`_positions`)."""
-    at = np.append(found, -1)[np.searchsorted(found, starts)]
-    return np.where((at >= 0) & (at + width <= ends), at, -1)
+class _Words:
+    """A block's bytes, with the 8 bytes at every offset readable as one number: a pattern of up to 16 bytes is
+    tested at many places with two gathers instead of one per byte."""
 
+    def __init__(self, data: bytes):
+        self.data = data
+        self.bytes = np.frombuffer(data, np.uint8)
+        self.words = np.ndarray((max(len(data) - 7, 0),), "<u8", data, 0, (1,))
 
-def _last(found: np.ndarray, width: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Per span, what ``bytes.rfind`` of the pattern gives over [start, end) (see :func:`_first`)."""
-    at = np.append(found, -1)[np.searchsorted(found, ends - width, side="right") - 1]
-    return np.where(at >= starts, at, -1)
+    def holds(self, pattern: bytes, at: np.ndarray) -> np.ndarray:
+        """Whether ``pattern`` starts at each of ``at`` (every ``at + 16 <= len(data)``): its last byte tested
+        first, the whole of it only where that byte is."""
+        hit = self.bytes[at + len(pattern) - 1] == pattern[-1]
+        where = at[hit]
+        for start in range(0, len(pattern), 8):
+            chunk = pattern[start:start + 8]
+            word = self.words[where + start]
+            if len(chunk) < 8:
+                word &= (1 << 8 * len(chunk)) - 1
+            hit[hit] = word == int.from_bytes(chunk, "little")
+            where = at[hit]
+        return hit
 
+    def find(self, pattern: bytes, begins: np.ndarray, limits: np.ndarray, *, last: bool = False,
+             most: int = 32) -> np.ndarray:
+        """Per span [begin, limit): where ``pattern`` starts, -1 where it is not there.
 
-def _positions(a: np.ndarray, pattern: bytes, anchor: int) -> np.ndarray:
-    """Start positions of ``pattern`` in ``a``, found from its byte at ``anchor`` (pick a rare one)."""
-    at = np.flatnonzero(a == pattern[anchor]) - anchor
-    at = at[(at >= 0) & (at + len(pattern) <= len(a))]
-    for k, byte in enumerate(pattern):  # one byte at a time: each test narrows the next
-        if k != anchor:
-            at = at[a[at + k] == byte]
-    return at
+        Where ``bytes.find`` (``rfind`` when ``last``) would say when the span holds the pattern once; when it holds it
+        more than once, possibly a later (earlier) place: callers reject those rows by the text before (after) it.
+        Spans are tested at the distances from their begin (from their limit) that a sample of them has, commonest
+        first; a span none fits teaches another by ``bytes.find``; after ``most`` of those, the rest are searched one
+        by one.
+        """
+        data, width = self.data, len(pattern)
+        search = data.rfind if last else data.find
+        found = np.full(len(begins), -1, dtype=np.int64)
+        near_end = limits + 16 > len(data)
+        todo = np.flatnonzero(~near_end)
+        sample = todo[::max(1, len(todo) // 32)].tolist()
+        distances = collections.Counter(
+            (limits[k] - at if last else at - begins[k]) for k in sample
+            if (at := search(pattern, int(begins[k]), int(limits[k]))) >= 0)
+        distances = [d for d, _ in distances.most_common()]
+        for _ in range(most + len(distances)):
+            if not len(todo):
+                break
+            if distances:
+                distance = int(distances.pop(0))
+            else:
+                k = todo[0]
+                at = search(pattern, int(begins[k]), int(limits[k]))
+                if at < 0:
+                    todo = todo[1:]
+                    continue
+                distance = int(limits[k] - at if last else at - begins[k])
+            at = limits[todo] - distance if last else begins[todo] + distance
+            hit = (at >= begins[todo]) & (at + width <= limits[todo])
+            hit[hit] = self.holds(pattern, at[hit])
+            found[todo[hit]] = at[hit]
+            todo = todo[~hit]
+        rest = np.concatenate([todo, np.flatnonzero(near_end)])
+        found[rest] = np.fromiter(map(search, repeat(pattern), begins[rest].tolist(), limits[rest].tolist()),
+                                  np.int64, len(rest))
+        return found
 
 
 def _line_minimum(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -111,51 +158,65 @@ def _codes(texts: pa.Array) -> tuple[np.ndarray, list[str]]:
     return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist()
 
 
+def _kept(codes: np.ndarray, texts: list[str], keep: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """``codes`` of the rows ``keep`` holds, into the texts those rows use (in their order in ``texts``)."""
+    codes = codes[keep]
+    used = np.bincount(codes, minlength=len(texts)) > 0
+    return (np.cumsum(used) - 1)[codes], [text for text, u in zip(texts, used.tolist()) if u]
+
+
 def plain_candidates(data: bytes, ends: np.ndarray) -> PlainCandidates:
     """The lines of ``data`` (newline positions ``ends``) that are plain candidate lines, parsed.
 
-    A plain line: printable ASCII (no ``\\r``), starts "20", the block's commonest candidate header, no second
+    A plain line: printable ASCII (no ``\\r``), starts "20", the block's first candidate header, no second
     " - flashinfer.jit: ", a ``<runner>`` closed by the first "> ", a tactic, the first ", shapes=",
-    the last ", avg_time " and a number Python's float reads: the general path's own tests, run
-    over all lines of the block with numpy.
+    the last ", avg_time " and a number Python's float reads: the general path's own tests. The places are found by
+    :meth:`_Words.find`; a line whose runner, tactic or shapes text holds "> ", ", shapes=" or a record header (the
+    line held a pattern twice, or another record) is left to the general path, and so is one whose time is no number.
     """
     header = _HEADER.search(data)
     if header is None or not len(ends):
         return PlainCandidates.none()
     head = header.group(1)
     a = np.frombuffer(data, np.uint8)
+    words = _Words(data)
     starts = np.concatenate(([0], ends[:-1] + 1))
     runner_at = starts + g.TIMESTAMP_LENGTH + len(head) - 1  # the "<"
     ok = (runner_at + 12 < ends) & (a[starts] == ord("2")) & (a[np.minimum(starts + 1, len(a) - 1)] == ord("0"))
-    ok[ok] = a[starts[ok] + 19] == ord(",")
+    ok[ok] = (a[starts[ok] + 19] == ord(",")) & (a[runner_at[ok]] == ord("<"))
     ok &= _printable(a, starts, ends)
     rows = np.flatnonzero(ok)
-    at = starts[rows] + g.TIMESTAMP_LENGTH
-    rows = rows[np.fromiter(map(data.startswith, repeat(head), at.tolist()), bool, len(at))]
-    jit_lines = np.searchsorted(ends, _positions(a, _JIT_BYTES, _JIT_BYTES.index(b"j")))
-    twice = np.zeros(len(ends) + 1, dtype=bool)
-    twice[jit_lines[1:][np.diff(jit_lines) == 0]] = True  # a line with a second record header
-    rows = rows[~twice[rows]]
     line_end = ends[rows]
-    close = _first(_positions(a, b"> ", 0), 2, runner_at[rows], line_end)
+    close = words.find(b"> ", runner_at[rows], line_end)
     keep = close > 0
     rows, close, line_end = rows[keep], close[keep], line_end[keep]
-    shapes_at = _first(_positions(a, _SHAPES_BYTES, len(_SHAPES_BYTES) - 1), len(_SHAPES_BYTES), close + 2, line_end)
-    avg_at = _last(_positions(a, _AVG_TIME_BYTES, 3), len(_AVG_TIME_BYTES), close + 2, line_end)
+    shapes_at = words.find(_SHAPES_BYTES, close + 2, line_end)
+    avg_at = words.find(_AVG_TIME_BYTES, close + 2, line_end, last=True)
     keep = (shapes_at > close + 2) & (avg_at > shapes_at)
     rows, close, line_end, shapes_at, avg_at = rows[keep], close[keep], line_end[keep], shapes_at[keep], avg_at[keep]
     times = _texts(data, avg_at + len(_AVG_TIME_BYTES), line_end)
     try:
         time_ms = pc.cast(times, pa.float64()).to_numpy(zero_copy_only=False)
+        keep = np.ones(len(rows), dtype=bool)
     except pa.ArrowInvalid:  # a time pyarrow does not read: Python's float decides, line by line
         parsed = [_float(text) for text in times.to_pylist()]
         keep = np.array([value is not None for value in parsed], dtype=bool)
-        rows, close, shapes_at, avg_at = rows[keep], close[keep], shapes_at[keep], avg_at[keep]
-        time_ms = np.array([value for value in parsed if value is not None], dtype=np.float64)
-    runner, runners = _codes(_texts(data, runner_at[rows], close + 1))
+        time_ms = np.array([math.nan if value is None else value for value in parsed], dtype=np.float64)
+    # The header and the runner as one text: the header is checked and the runner cut once per distinct text.
+    runner, runners = _codes(_texts(data, starts[rows] + g.TIMESTAMP_LENGTH, close + 1))
     tactic, tactics = _codes(_texts(data, close + 2, shapes_at))
     shape, shapes = _codes(_texts(data, shapes_at + len(_SHAPES_BYTES), avg_at))
-    return PlainCandidates(rows, runner, runners, tactic, tactics, shape, shapes, time_ms)
+    text_head = head.decode()
+    keep &= np.array([text.startswith(text_head) for text in runners], dtype=bool)[runner]
+    runners = [text[len(text_head) - 1:] for text in runners]
+    # A text holding what its end was found by (a first "> " or ", shapes=" later), or a record header: not plain.
+    for codes, texts, held in ((runner, runners, ("> ", _JIT_TEXT)), (tactic, tactics, (g.SHAPES, _JIT_TEXT)),
+                               (shape, shapes, (_JIT_TEXT,))):
+        keep &= ~np.array([any(h in text for h in held) for text in texts], dtype=bool)[codes]
+    runner, runners = _kept(runner, runners, keep)
+    tactic, tactics = _kept(tactic, tactics, keep)
+    shape, shapes = _kept(shape, shapes, keep)
+    return PlainCandidates(rows[keep], runner, runners, tactic, tactics, shape, shapes, time_ms[keep])
 
 
 def repeat_stops(data: bytes, ends: np.ndarray, plain_rows: np.ndarray) -> list[int]:
