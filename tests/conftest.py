@@ -79,3 +79,12 @@ def shipped_moe_runs():
     from profkit.sources.moe_runs import read_moe_runs
 
     return read_moe_runs(DATA / "h200-moe")
+
+
+@pytest.fixture(scope="session")
+def shipped_across():
+    """``data/h200-moe`` and ``data/h100-moe`` read together (a Catalog): the H200's MoE captures verified on the
+    H100 beside the H100's own, and the port's price."""
+    from profkit.catalog import open as open_catalog
+
+    return open_catalog([DATA / "h200-moe", DATA / "h100-moe"])

@@ -435,8 +435,18 @@ def _args(name, data, r, labels, request):
         "plot_serving_vs_tuner": lambda: ((request.getfixturevalue("shipped_verify_verdicts"),), {}),
         "plot_verdicts": lambda: ((r.evidence,), {"recommendations": dict(zip(r.op_verdicts["op"],
                                                                               r.op_verdicts["recommendation"]))}),
+        "plot_portability": lambda: _portability_args(request),
         **_moe_args(request),
     }[name]()
+
+
+def _portability_args(request):
+    """The H200's MoE picks timed on the H100 (data/h200-moe and data/h100-moe read together)."""
+    from profkit.analysis.portability import carried_picks
+    from profkit.catalog import partition
+
+    data = request.getfixturevalue("shipped_across")
+    return (carried_picks(partition.with_gpus(data.verify, data.runs)),), {"labels": dict(data.labels)}
 
 
 def _moe_args(request) -> dict:

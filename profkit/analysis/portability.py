@@ -33,6 +33,11 @@ PORTABILITY_COLUMNS = {
     "slower_than_own": "Int64", "faster_than_own": "Int64", "worst_regret": "float64", "worst_regret_at": "string",
     "slower_than_default": "Int64", "faster_than_default": "Int64",
 }
+PORT_PRICE_COLUMNS = {
+    "model": "string", "source_gpu": "string", "target_gpu": "string", "top_k": "Int64", "port_s": "float64",
+    "fresh_tune_s": "float64", "port_over_fresh_tune": "float64", "port_warm_s": "float64", "tune_warm_s": "float64",
+    "port_over_tune_without_compiles": "float64", "tune_s": "float64", "port_over_tune": "float64",
+}
 _KEY = ["op", "shape", "routing", "m"]
 
 
@@ -93,6 +98,25 @@ def portability(carried: pd.DataFrame) -> pd.DataFrame:
                      "slower_than_default": int((g["vs_default_verdict"] == "slower").sum()),
                      "faster_than_default": int((g["vs_default_verdict"] == "faster").sum())})
     return conform_columns(pd.DataFrame(rows), PORTABILITY_COLUMNS)
+
+
+def port_price(prices: pd.DataFrame) -> pd.DataFrame:
+    """What carrying a tuning to a GPU cost against tuning there, per ``price.json`` (:data:`PORT_PRICE_COLUMNS`).
+
+    ``port_over_fresh_tune``: the port with its kernel compiles (its first run in the process) over the same
+    model's tuning call in a fresh process on that GPU (``fresh_tune_s``, NaN when the catalogue holds none);
+    ``port_over_tune_without_compiles``: both again in the same process, every kernel compiled;
+    ``port_over_tune``: the port over the tuning that followed it in its process (some kernels compiled by the
+    port already). Sorted by model, source and target GPU.
+    """
+    if prices is None or prices.empty:
+        return empty(PORT_PRICE_COLUMNS)
+    p = prices.rename(columns={"port_cold_s": "port_s"})
+    p = p.assign(port_over_fresh_tune=p["port_s"] / p["fresh_tune_s"],
+                 port_over_tune_without_compiles=p["port_warm_s"] / p["tune_warm_s"],
+                 port_over_tune=p["port_s"] / p["tune_s"])
+    p = p.sort_values(["model", "source_gpu", "target_gpu"], kind="stable")
+    return conform_columns(p[list(PORT_PRICE_COLUMNS)].reset_index(drop=True), PORT_PRICE_COLUMNS)
 
 
 def _side(rows: pd.DataFrame, name: str) -> pd.DataFrame:

@@ -72,6 +72,8 @@ class Catalog:
         verify: every ``verify.parquet``, stacked (``source`` = the file, ``folder`` = its folder).
         policy_tuning: (policy, op, tuning_s) per tuning call of a policy study.
         moe: the MoE runs (:class:`~profkit.sources.moe_runs.MoeRuns`); None when there are none.
+        port_prices: one row per ``profkit.bench.port_price`` result (``price.json``): what carrying another GPU's
+            tuning here cost against a full tuning here (:data:`profkit.catalog._read.PORT_PRICE_COLUMNS`).
         cache_events: what FlashInfer's debug logs say of cache files (``file``, ``line``, ``kind``:
             cache_loaded, cache_env_mismatch (ignored: created in a different environment) or cache_not_saved,
             ``path``, ``detail``: the mismatched fields).
@@ -99,6 +101,7 @@ class Catalog:
     policy_tuning: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     moe: object = None
     cache_events: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    port_prices: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     inputs: tuple = ("captures",)
     problems: tuple = ()
 
@@ -144,6 +147,7 @@ def open(paths: str | os.PathLike | Sequence[str | os.PathLike], *,  # noqa: A00
         verified = _read.verify(inv, problems, parts, prov)
         moe = _read.moe(inv, prov, parts, steps, _absolute_sources(inv, verified))
         said = _read.cache_events(inv, tables, problems)
+        prices = _read.port_prices(inv, prov, problems)
     problems = list(tables.problems) + problems
     envs = {str(inv.root / rel) if rel != "." else str(inv.root): doc.get("env") or {} for rel, doc in prov.items()}
     runs = keyed_runs(tables.runs, envs)
@@ -159,8 +163,8 @@ def open(paths: str | os.PathLike | Sequence[str | os.PathLike], *,  # noqa: A00
                       step=step, step_other=other, step_captures=captures, step_caches=cache_files, linears=linears,
                       model_layers=layers, cache_winners=_read.cache_winners(inv, parts, problems), bench=bench_frame,
                       bench_notes=notes, provenance=prov, labels=_read._shape_labels(op_timings, prov),
-                      verify=verified, policy_tuning=_read._policy_tuning(prov), moe=moe, cache_events=said, inputs=inputs,
-                      problems=tuple(problems))
+                      verify=verified, policy_tuning=_read._policy_tuning(prov), moe=moe, cache_events=said,
+                      port_prices=prices, inputs=inputs, problems=tuple(problems))
     if catalog.problems:
         warnings.warn(f"{catalog.root}: {len(catalog.problems)} file(s) could not be read and were skipped: "
                       f"{'; '.join(catalog.problems)}", stacklevel=2)

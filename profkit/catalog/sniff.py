@@ -11,6 +11,7 @@ name does not say is opened, and then only its first MiB. The kinds:
 ``verify``       ``profkit verify`` table (``verify.parquet``)
 ``op_timings``   op timings outside tuning (``op_timings.parquet``)
 ``provenance``   a run's ``provenance.json``
+``port_price``   ``profkit.bench.port_price``'s ``price.json`` (a port against a full tuning, timed side by side)
 ``bench``        an engine result (SGLang, vLLM, lm-eval), a candidate for ``profkit.read_bench``
 ``folder``       any other folder (walked into)
 ``other``        anything else (documentation, figures, archives, profkit's own outputs): not an input
@@ -30,7 +31,7 @@ FLASHINFER_MARKS = (b" - flashinfer.jit: ", b"[AutoTuner]", b"[Autotuner]", b"Au
 # A v1 cache's keys are "(op, runner, profile, extras)" tuples written as text; newer files carry _metadata.
 _CACHE_MARKS = re.compile(rb'"_metadata"|"\(\s*[\'"]')
 BY_NAME = {"step.jsonl": "step", "verify.parquet": "verify", "op_timings.parquet": "op_timings",
-           "provenance.json": "provenance", "cache.json": "cache"}
+           "provenance.json": "provenance", "cache.json": "cache", "price.json": "port_price"}
 # profkit's own outputs and files that are nobody's input.
 NOT_INPUTS = {"verify.json", "summary.json", "plan.json", "blocklist.json", "manifest.json", "nvidia-smi.txt",
               "run.txt", "log.txt", "check.txt", "pth-check.txt"}

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pandas as pd
 
 from profkit.report import _text as T
-from profkit.report._page import FigureSpec, ReportContext, Section
-from profkit.views import (plot_moe_routing, plot_moe_step, plot_moe_tactics, plot_serving_vs_tuner, plot_tuning_time,
-                           plot_verdicts)
+from profkit.report._page import FigureSpec, ReportContext, Section, Table
+from profkit.views import (gpu_name, plot_moe_routing, plot_moe_step, plot_moe_tactics, plot_portability,
+                           plot_serving_vs_tuner, plot_tuning_time, plot_verdicts)
 
 _HEADLINE = {"keep": "keep autotuning on", "skip": "skip it (no gain beyond noise and chance at the {basis})",
              "plan": "tune with the `profkit advise` plan", "failed": "tuning failed or did nothing",
@@ -224,22 +224,73 @@ def _detectable_cell(row) -> str:
 
 
 def across_gpus_section(ctx: ReportContext) -> Section | None:
-    """What one GPU's tuning is worth on another: its picks timed there against that GPU's own and its default."""
-    p = ctx.portability
-    if p is None or p.empty:
+    """What one GPU's tuning is worth on another: its picks timed there against that GPU's own and its default, one
+    figure per GPU pair, and what carrying a tuning cost against tuning there."""
+    p = ctx.portability if ctx.portability is not None else pd.DataFrame()
+    price = ctx.port_price if ctx.port_price is not None else pd.DataFrame()
+    if p.empty and price.empty:
         return None
     lines = []
     for row in p.itertuples(index=False):
-        worst = (f"; at worst {row.worst_regret:+.1%} at {row.worst_regret_at}" if row.slower_than_own else "")
+        worst = (f"; at worst {row.worst_regret:+.1%} at {_named_at(row.worst_regret_at, ctx.labels)}"
+                 if row.slower_than_own else "")
         lines.append(f"- `{row.op}`, tuned on {row.source_gpu} and run on {row.target_gpu}: the same pick as the "
                      f"target's own at {row.top1_agreement:.0%} of {T.count(row.points, 'point')} (top-1 agreement); "
                      f"slower than the target's own pick beyond noise at {row.slower_than_own}, faster at "
                      f"{row.faster_than_own}{worst}; against the target's default: faster at "
                      f"{row.faster_than_default}, slower at {row.slower_than_default}.")
+    lines += [f"- {port_price_line(row)}" for row in price.itertuples(index=False)]
     text = "\n".join(["Each carried pick is priced against the default timed in the same process, so the two "
                       "processes' drift cancels; regret is the carried pick's time over the target's own pick's, "
                       "judged by the one rule.", ""] + lines)
-    return Section("Across GPUs", text)
+    figures = []
+    carried = ctx.carried if ctx.carried is not None else pd.DataFrame()
+    for (source, target), rows in (p.groupby(["source_gpu", "target_gpu"], sort=True) if len(carried) else ()):
+        figures.append(FigureSpec(
+            f"portability_{gpu_name(source)}_on_{gpu_name(target)}", f"The {source}'s picks on the {target}",
+            f"Per model and M, under each verified routing: the {gpu_name(source)}'s pick timed on the "
+            f"{gpu_name(target)} against the {gpu_name(target)}'s own pick (top: regret) and its default (bottom); "
+            "colour only beyond noise.",
+            lambda source=source, target=target, title=across_gpus_title(rows): plot_portability(
+                carried, source_gpu=source, target_gpu=target, labels=ctx.labels, title=title)))
+    tables = tuple(t for t in (
+        Table(p, "portability") if len(p) else None,
+        Table(ctx.named(carried), "carried_picks", sort_by="regret", top=0) if len(carried) else None,
+        Table(price, "port_price") if len(price) else None) if t is not None)
+    return Section("Across GPUs", text, tuple(figures), tables)
+
+
+def _named_at(at: str, labels) -> str:
+    """``mixtral-8x7b (E=8 top_k=2 ...) M=1024``: a point's shape with its model's name."""
+    shape = next((s for s in labels if at.startswith(f"{s} ")), None)
+    return f"{labels[shape]} ({shape}){at[len(shape):]}" if shape else at
+
+
+def across_gpus_title(portability: pd.DataFrame) -> str:
+    """The takeaway of one GPU pair's :func:`~profkit.analysis.portability.portability` rows, as a figure title:
+    "The H200's picks on the H100: slower than the H100's own pick beyond noise at 14 of 312 points (worst +29%) ..."."""
+    source, target = gpu_name(portability["source_gpu"].iloc[0]), gpu_name(portability["target_gpu"].iloc[0])
+    slower, points = int(portability["slower_than_own"].sum()), int(portability["points"].sum())
+    worst = portability["worst_regret"].max()
+    worst = "" if T.missing(worst) else f" (worst {100 * worst:+.0f}%)"
+    faster = int(portability["faster_than_own"].sum())
+    against = int(portability["slower_than_default"].sum())
+    return (f"The {source}'s picks on the {target}: slower than the {target}'s own pick beyond noise at {slower} of "
+            f"{points} points{worst}, faster at {faster}; slower than the {target}'s default at "
+            f"{against or 'none'}")
+
+
+def port_price_line(row) -> str:
+    """One :func:`~profkit.analysis.portability.port_price` row as a sentence: the port's seconds against tuning's."""
+    source = f"{row.source_gpu}'s " if not T.missing(row.source_gpu) else ""
+    fresh = ("; no tuning of it in a fresh process on this GPU is in this data" if T.missing(row.fresh_tune_s) else
+             f" against {T.seconds(row.fresh_tune_s)} for a full tuning in a fresh process there "
+             f"({T.times(row.port_over_fresh_tune)})")
+    return (f"Porting the {source}{row.model} tuning to the {row.target_gpu} (its top-{row.top_k} re-timed at every "
+            f"bucket) took {T.seconds(row.port_s)} with its kernel compiles{fresh}; without compiles "
+            f"{T.seconds(row.port_warm_s)} against {T.seconds(row.tune_warm_s)} ({T.times(row.port_over_tune_without_compiles)}"
+            f"; a tuning right after the port in its process, some kernels compiled already: "
+            f"{T.seconds(row.tune_s)}, {T.times(row.port_over_tune)}).")
 
 
 def aa_sentence(aa: pd.DataFrame) -> str:

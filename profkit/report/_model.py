@@ -13,7 +13,8 @@ import dataclasses
 import pandas as pd
 
 from profkit.analysis.overview import overview
-from profkit.analysis.portability import carried_picks, portability
+from profkit.analysis.portability import carried_picks, port_price, portability
+from profkit.analysis.ranks import repeated_tunings
 from profkit.catalog import partition
 
 
@@ -32,6 +33,10 @@ class ReportModel:
         carried: :func:`~profkit.analysis.portability.carried_picks`: one GPU's picks timed on another, against
             that GPU's own picks and default (empty without such verify rows).
         portability: :func:`~profkit.analysis.portability.portability` of ``carried``.
+        port_price: :func:`~profkit.analysis.portability.port_price`: what carrying a tuning to a GPU cost against
+            tuning there (empty without a ``price.json``).
+        ranks: per GPU, :func:`~profkit.analysis.ranks.repeated_tunings` of its part: do the ranks and boots that
+            tuned one op and shape there agree, and what their disagreement costs (empty frames without repeats).
     """
 
     catalog: object
@@ -42,6 +47,8 @@ class ReportModel:
     verdicts: pd.DataFrame
     carried: pd.DataFrame
     portability: pd.DataFrame
+    port_price: pd.DataFrame
+    ranks: dict
 
 
 def build_model(catalog, *, gpu: str | None = None) -> ReportModel:
@@ -56,10 +63,13 @@ def build_model(catalog, *, gpu: str | None = None) -> ReportModel:
     results = {g: overview(parts[g]) for g in gpus}
     verdicts = pd.concat([results[g].op_verdicts.assign(gpu=g, flashinfer=_versions(parts[g].runs)) for g in gpus],
                          ignore_index=True)
+    ranks = {g: repeated_tunings(results[g].winners, parts[g].tables.candidates, gpu=g, noise=results[g].noise,
+                                 runs=parts[g].runs) for g in gpus}
     verify = catalog.verify
     carried = carried_picks(partition.with_gpus(verify, catalog.runs))
     return ReportModel(catalog=catalog, gpus=gpus, gpu=gpu, data=parts[gpu], results=results[gpu], verdicts=verdicts,
-                       carried=carried, portability=portability(carried))
+                       carried=carried, portability=portability(carried), port_price=port_price(catalog.port_prices),
+                       ranks=ranks)
 
 
 def _versions(runs: pd.DataFrame) -> str:

@@ -9,7 +9,7 @@ figures made inside it for design documents (larger type, no run ids).
 
 Also public, for the report and notebooks that lay figures and tables out: the styles (``STYLES``,
 ``DPI``, ``styled``), labels and notes (``short_label``, ``timing_note``, ``timings_of``,
-``STATE_ORDER``) and table formatting (``display_frame``, ``number``).
+``STATE_ORDER``, ``gpu_name``) and table formatting (``display_frame``, ``number``).
 """
 
 from profkit.views._candidates import plot_candidates
@@ -18,6 +18,7 @@ from profkit.views._explorer import explorer  # ipywidgets is imported only when
 from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_change
 from profkit.views._format import display_frame, number
 from profkit.views._moe import plot_moe_routing, plot_moe_step, plot_moe_tactics
+from profkit.views._portability import gpu_name, plot_portability
 from profkit.views._speedup import plot_speedup
 from profkit.views._step import STATE_ORDER, plot_step_times
 from profkit.views._style import DPI, STYLES, short_label, styled, timing_note, timings_of, use_style
@@ -28,10 +29,10 @@ from profkit.views._verify import plot_serving_vs_tuner
 
 
 __all__ = [
-    "DPI", "STATE_ORDER", "STYLES", "display_frame", "number", "short_label", "styled",
+    "DPI", "STATE_ORDER", "STYLES", "display_frame", "gpu_name", "number", "short_label", "styled",
     "timing_note", "timings_of",
     "explorer", "plot_candidates", "plot_diff", "plot_kernel_vs_e2e", "plot_moe_routing", "plot_moe_step",
-    "plot_moe_tactics", "plot_op_timings", "plot_rank_divergence",
+    "plot_moe_tactics", "plot_op_timings", "plot_portability", "plot_rank_divergence",
     "plot_serving_vs_tuner", "plot_speedup", "plot_step_change", "plot_step_times", "plot_tactic_map",
     "plot_tuning_time", "plot_tuning_value", "plot_verdicts", "plot_winner_flips", "use_style",
 ]
