@@ -1,0 +1,102 @@
+"""Print issue 36's targets (across GPUs) from the shipped data: ``python scripts/across_gpus_targets.py [data]``.
+
+1. Shipped: each GPU's captures per op, and which GPU's captures were verified on which other GPU.
+2. Porting costs at most a third of a full tuning on the target, both in fresh processes with their kernel
+   compiles (:func:`profkit.analysis.portability.port_price`; also without compiles).
+3. The ported cache's model step is within noise of the target's own tuned cache or better at every size, and
+   never slower than untuned beyond noise (:func:`profkit.analysis.step.compare_steps`, the one rule; the step
+   set holding a ``ported`` state).
+4. The portability table: per op and GPU pair, at how many (bucket, M) points the carried pick is slower beyond
+   noise than the target's own pick, and by how much at worst (:func:`profkit.analysis.portability.portability`).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import pandas as pd
+
+from profkit import catalog
+from profkit.analysis.portability import carried_picks, port_price, portability
+from profkit.analysis.step import compare_steps
+from profkit.catalog import partition
+
+
+def print_shipped(data) -> None:
+    print("1. shipped: captures per GPU and op; verify rows per GPU a capture was tuned on -> timed on")
+    runs = data.runs.assign(gpu=partition.run_gpus(data.runs).to_numpy())
+    ops = data.tables.tuning[["run_id", "op"]].drop_duplicates("run_id").merge(runs[["run_id", "gpu"]], on="run_id")
+    for (gpu, op), n in ops.groupby(["gpu", "op"]).size().items():
+        print(f"   {gpu}: {op}: {n} captures")
+    placed = partition.with_gpus(data.verify, data.runs)
+    pairs = placed.groupby(["capture_gpu", "timed_gpu"]).size() if len(placed) else pd.Series(dtype=int)
+    for (source, target), n in pairs.items():
+        print(f"   verify: tuned on {source}, timed on {target}: {n} rows")
+    gpus = partition.gpus(data)
+    cross = {(s, t) for s, t in pairs.index if s != t}
+    both = all((s, t) in cross for s in gpus for t in gpus if s != t)
+    print(f"   cross-GPU verify both ways: {'MET' if both else 'MISSED'} "
+          f"({', '.join(f'{s} -> {t}' for s, t in sorted(cross)) or 'none'})")
+
+
+def print_price(prices: pd.DataFrame) -> None:
+    print("2. port / full tuning on the target (target: at most 1/3 with compiles, fresh processes)")
+    if prices.empty:
+        print("   no price.json in this data")
+    for p in prices.itertuples(index=False):
+        met = "MET" if p.port_over_fresh_tune <= 1 / 3 else "MISSED"
+        print(f"   {p.model}, {p.source_gpu} -> {p.target_gpu}: with compiles {p.port_s:.1f} s / {p.fresh_tune_s:.1f} s "
+              f"(fresh-process tuning) = {p.port_over_fresh_tune:.3f}  {met}")
+        print(f"      without compiles {p.port_warm_s:.1f} s / {p.tune_warm_s:.1f} s = "
+              f"{p.port_over_tune_without_compiles:.3f}; against the tuning right after the port in its process "
+              f"{p.port_s:.1f} s / {p.tune_s:.1f} s = {p.port_over_tune:.3f}")
+
+
+def print_step(steps: pd.DataFrame) -> None:
+    print("3. the ported cache's step: against the target's own cache, and against untuned (the one rule)")
+    sets = steps.loc[(steps["state"] == "ported").to_numpy(dtype=bool), "source"].unique()
+    if not len(sets):
+        print("   no step set with a ported state in this data")
+    for source in sets:
+        rows = steps[(steps["source"] == source).to_numpy(dtype=bool)]
+        for baseline, target in (("cache", "within noise of the own cache or faster"),
+                                 ("untuned", "never slower than untuned")):
+            c = compare_steps(rows, baseline=baseline)
+            print(f"   {source}, against {baseline} ({target}):")
+            for state, g in c.groupby("state", sort=True):
+                counts = g["verdict"].value_counts()
+                slower = g[(g["verdict"] == "slower").to_numpy(dtype=bool)]
+                at = ", ".join(f"{r.phase} {r.tokens} {100 * r.effect:+.1f}% [{100 * r.effect_lo:+.1f}%, "
+                               f"{100 * r.effect_hi:+.1f}%]" for r in slower.itertuples(index=False))
+                verdict = ("  MET" if slower.empty else "  MISSED") if state == "ported" else ""
+                carried = state in ("ported", "blind")  # the states carried from another GPU: where they lose
+                print(f"      {state:<10} {len(g)} sizes: faster {counts.get('faster', 0)}, slower {len(slower)}, "
+                      f"within noise {counts.get('within_noise', 0)}, not measurable "
+                      f"{counts.get('not_measurable', 0)}{verdict}" + (f"; slower at {at}" if at and carried else ""))
+
+
+def print_portability(table: pd.DataFrame) -> None:
+    print("4. portability: the carried pick against the target's own pick and default, per op and GPU pair")
+    if table.empty:
+        print("   no capture verified on another GPU in this data")
+    for r in table.itertuples(index=False):
+        worst = f", worst {100 * r.worst_regret:+.1f}% at {r.worst_regret_at}" if r.slower_than_own else ""
+        print(f"   {r.op}, {r.source_gpu} -> {r.target_gpu}: {r.points} points, top-1 agreement "
+              f"{r.top1_agreement:.1%}; slower than own beyond noise at {r.slower_than_own}{worst}; faster than "
+              f"own at {r.faster_than_own}; against the target's default: faster at {r.faster_than_default}, "
+              f"slower at {r.slower_than_default}")
+
+
+def main(root: str = "data") -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        data = catalog.open(root)
+    print_shipped(data)
+    print_price(port_price(data.port_prices))
+    print_step(pd.concat([data.step, data.step_other], ignore_index=True))
+    print_portability(portability(carried_picks(partition.with_gpus(data.verify, data.runs))))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
