@@ -11,6 +11,8 @@ pairs of tunings whose picks differ). Every verdict is the one comparison rule's
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -225,23 +227,205 @@ def slow_ranks(speed: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["gpu", "slower_pct", "rank"], ascending=[True, False, True], kind="stable").reset_index(drop=True)
 
 
-def signature_groups(signatures: pd.DataFrame) -> pd.DataFrame:
+def signature_groups(signatures: pd.DataFrame, *, by: tuple = ("gpu",)) -> pd.DataFrame:
     """Ranks grouped by identical picks, the largest group first and the odd ones out after it (tlparse's view).
 
     Args:
         signatures: one row per (gpu, signature): ``ranks`` (a list), ``n_ranks``, ``keys``, ``largest``,
             ``differs``, ``examples`` (``profkit.query.ranks.signatures``).
+        by: the scope the groups were formed in (``("gpu", "op", "shape")``: per shape, as
+            :func:`repeated_tunings` forms them).
 
     Returns:
-        The same rows with ``share`` (of the GPU's ranks) and ``signature`` as text (:data:`SIGNATURE_COLUMNS`),
-        sorted by gpu, largest first, n_ranks (descending), first rank.
+        The same rows with ``share`` (of the scope's ranks) and ``signature`` as text (the ``by`` columns, then
+        :data:`SIGNATURE_COLUMNS`), sorted by scope, largest first, n_ranks (descending), first rank.
     """
-    require(signatures, ("gpu", "signature", "ranks", "n_ranks", "keys", "largest", "differs", "examples"), "signatures")
+    by = list(by)
+    columns = {**{c: "string" for c in by}, **SIGNATURE_COLUMNS}
+    require(signatures, (*by, "signature", "ranks", "n_ranks", "keys", "largest", "differs", "examples"), "signatures")
     if signatures.empty:
-        return empty(SIGNATURE_COLUMNS)
-    total = signatures.groupby("gpu")["n_ranks"].transform("sum")
+        return empty(columns)
+    total = signatures.groupby(by, dropna=False)["n_ranks"].transform("sum")
     first = [min(r) if len(r) else np.nan for r in signatures["ranks"]]
     out = signatures.assign(share=signatures["n_ranks"] / total, signature=signatures["signature"].map(
         lambda s: f"{int(s):016x}"), _first=first)
-    out = out.sort_values(["gpu", "largest", "n_ranks", "_first"], ascending=[True, False, False, True], kind="stable")
-    return conform_columns(out.drop(columns="_first"), SIGNATURE_COLUMNS).reset_index(drop=True)
+    out = out.sort_values([*by, "largest", "n_ranks", "_first"], ascending=[True] * len(by) + [False, False, True],
+                          kind="stable")
+    return conform_columns(out.drop(columns="_first"), columns).reset_index(drop=True)
+
+
+TUNER_COLUMNS = {"gpu": "string", "tuner": "Int64", "run_id": "string", "rank": "Int64", "label": "string",
+                 "path": "string", "peers": "Int64"}
+
+TUNING_COLUMNS = {"gpu": "string", "op": "string", "shape": "string", "profile": "string", "bucket": "Int64",
+                  "tuner": "Int64", "label": "string", "call": "Int64", "runner": "string", "tactic": "string", "best": "boolean",
+                  "largest": "boolean", "regret_pct": "float64", "verdict": "string"}
+
+SHAPE_COLUMNS = {
+    "gpu": "string", "op": "string", "shape": "string", "ranks": "Int64", "buckets": "Int64", "disagree": "Int64",
+    "top1_agreement": "float64", "flip_rate": "float64", "slower": "Int64", "within_noise": "Int64",
+    "not_measurable": "Int64", "worst_bucket": "Int64", "worst_regret_pct": "float64", "worst_regret_lo_pct": "float64",
+    "worst_regret_hi_pct": "float64", "worst_verdict": "string", "expected_regret_pct": "float64", "groups": "Int64",
+    "largest_group": "Int64",
+}
+
+_SCOPE = ("gpu", "op", "shape")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RankAnswers:
+    """Do repeated tunings of one shape on one GPU agree, and what does their disagreement cost.
+
+    A *tuner* is one rank of one run (a process): the ranks of a job, or the boots of a tuning repeated in
+    fresh processes. Every frame's ``rank`` and ``ranks`` count tuners.
+
+    Attributes:
+        tuners: one row per tuner (:data:`TUNER_COLUMNS`): its number, ``run_id``, ``rank``, ``label`` (its folder's
+            name where known, else its run_id), ``path`` and ``peers`` (the most other tuners of one shape it tuned:
+            with one peer, a slow tuner's partner is as much faster).
+        shapes: :func:`shape_agreement`, one row per (gpu, op, shape).
+        agreement: :func:`rank_agreement`, one row per (gpu, op, profile, bucket).
+        picks: :func:`pick_regrets`, one row per distinct pick of a bucket.
+        tunings: one row per tuning decision (:data:`TUNING_COLUMNS`): its tuner, pick, whether that is the best
+            pick and the largest group's, and the pick's regret and verdict.
+        groups: :func:`signature_groups` per (gpu, op, shape): tuners grouped by identical picks over the shape's buckets.
+        slow: :func:`slow_ranks` of the tuners.
+    """
+
+    tuners: pd.DataFrame
+    shapes: pd.DataFrame
+    agreement: pd.DataFrame
+    picks: pd.DataFrame
+    tunings: pd.DataFrame
+    groups: pd.DataFrame
+    slow: pd.DataFrame
+
+
+def repeated_tunings(decisions: pd.DataFrame, candidates: pd.DataFrame, *, gpu: str,
+                     noise: pd.DataFrame | None = None, runs: pd.DataFrame | None = None) -> RankAnswers:
+    """The rank questions over every (op, shape) that two runs or more tuned on one GPU, in memory.
+
+    The same answers ``profkit ranks`` gives from parquet (:mod:`profkit.query.ranks`), with each run's rank
+    (a process) as its own tuner, so fresh-process tunings (boots) are compared as ranks are.
+
+    Args:
+        decisions: one GPU's :func:`profkit.analysis.winners`.
+        candidates: that GPU's candidates (the runs the decisions came from).
+        gpu: the GPU's name (the ``gpu`` column of every frame).
+        noise: :func:`profkit.analysis.noise` of the candidates (default: estimated from them).
+        runs: the runs table (``run_id``, ``path``): a tuner is labelled by its folder.
+
+    Returns:
+        A :class:`RankAnswers`; empty frames where no (op, shape) was tuned by two runs.
+    """
+    from profkit.analysis import _rank_reduce as reduce
+    from profkit.analysis.decisions import noise as estimate_noise
+
+    require(decisions, ("run_id", "rank", "call", "op", "shape", "profile", "bucket", "runner", "tactic"), "decisions")
+    n_runs = decisions.groupby(["op", "shape"], dropna=False)["run_id"].transform("nunique")
+    d = decisions[(n_runs >= 2).to_numpy(dtype=bool)].assign(gpu=gpu)
+    if d.empty:
+        return RankAnswers(*(empty(c) for c in (TUNER_COLUMNS, SHAPE_COLUMNS, AGREEMENT_COLUMNS, REGRET_COLUMNS,
+                                                TUNING_COLUMNS,
+                                                {c: "string" for c in _SCOPE} | SIGNATURE_COLUMNS, SLOW_COLUMNS)))
+    tuners = _tuners(d, runs)
+    d = _as_tuner(d, tuners)
+    kept = d[["run_id", "op", "profile"]].drop_duplicates()
+    c = candidates.merge(kept, on=["run_id", "op", "profile"]).assign(gpu=gpu)
+    c = _as_tuner(c, tuners)
+    times = reduce.timings(c)
+    bands = (noise if noise is not None else estimate_noise(c)).assign(gpu=gpu)
+    stats = reduce.pick_stats(d, times)
+    agreement = rank_agreement(stats, noise=bands)
+    picks = pick_regrets(stats, noise=bands)
+    groups = signature_groups(reduce.signatures(d, by=_SCOPE), by=_SCOPE)
+    return RankAnswers(tuners=tuners, shapes=shape_agreement(agreement, groups), agreement=agreement, picks=picks,
+                       tunings=_tunings(d, picks, agreement, tuners), groups=groups,
+                       slow=slow_ranks(reduce.rank_speed(times)))
+
+
+def shape_agreement(agreement: pd.DataFrame, groups: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per op and shape: how many of its buckets the ranks disagree on, and the costliest disagreement.
+
+    Args:
+        agreement: :func:`rank_agreement` rows.
+        groups: :func:`signature_groups` formed per (gpu, op, shape) (optional).
+
+    Returns:
+        One row per (gpu, op, shape) (:data:`SHAPE_COLUMNS`), sorted by gpu, op, shape: ``ranks`` (the most of any
+        bucket), ``buckets``, ``disagree`` (buckets with more than one pick), the buckets' mean ``top1_agreement``
+        and ``flip_rate``, how many buckets' worst pick is ``slower``, ``within_noise`` or ``not_measurable``, the
+        worst priced regret with its bucket, interval and verdict, the buckets' mean ``expected_regret_pct``, and
+        the signature ``groups`` with the ranks in the ``largest_group``.
+    """
+    require(agreement, ("gpu", "op", "shape", "bucket", "ranks", "distinct_picks", "top1_agreement", "flip_rate",
+                        "worst_regret_pct", "verdict", "expected_regret_pct"), "agreement")
+    if agreement.empty:
+        return empty(SHAPE_COLUMNS)
+    a = agreement.assign(_v=agreement["verdict"].astype("string"),
+                         _w=pd.to_numeric(agreement["worst_regret_pct"]).where(agreement["distinct_picks"] > 1))
+    keys = ["gpu", "op", "shape"]
+    g = a.groupby(keys, sort=True, dropna=False)
+    out = g.agg(ranks=("ranks", "max"), buckets=("bucket", "size"), top1_agreement=("top1_agreement", "mean"),
+                flip_rate=("flip_rate", "mean"), expected_regret_pct=("expected_regret_pct", "mean"))
+    out["disagree"] = g["distinct_picks"].apply(lambda x: int((x > 1).sum()))
+    for verdict in ("slower", "within_noise", "not_measurable"):
+        out[verdict] = g["_v"].apply(lambda x, v=verdict: int((x == v).sum()))
+    worst = a.dropna(subset=["_w"]).sort_values("_w", ascending=False, kind="stable").drop_duplicates(keys)
+    worst = worst.set_index(keys)[["bucket", "worst_regret_pct", "worst_regret_lo_pct", "worst_regret_hi_pct", "_v"]]
+    out = out.join(worst.rename(columns={"bucket": "worst_bucket", "_v": "worst_verdict"}))
+    if groups is not None and len(groups):
+        per = groups.groupby(keys, dropna=False).agg(groups=("n_ranks", "size"), largest_group=("n_ranks", "max"))
+        out = out.join(per)
+    return conform_columns(out.reset_index(), SHAPE_COLUMNS)
+
+
+def _tuners(d: pd.DataFrame, runs: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per (run_id, rank), numbered in folder (else run_id), rank order, labelled by its folder."""
+    t = d[["gpu", "run_id", "rank"]].drop_duplicates().astype({"rank": "Int64", "run_id": "string"})
+    paths = ({} if runs is None or "path" not in runs else
+             runs.assign(run_id=runs["run_id"].astype("string")).drop_duplicates("run_id").set_index("run_id")["path"])
+    t["path"] = t["run_id"].map(paths).astype("string")
+    t = t.assign(_at=t["path"].fillna(t["run_id"])).sort_values(["_at", "rank"], na_position="first", kind="stable")
+    t = t.drop(columns="_at").reset_index(drop=True)
+    path = t["path"]
+    name = [_folder_name(p, r) for p, r in zip(path, t["run_id"])]
+    twice = pd.Series(name).duplicated(keep=False).to_numpy()  # two folders of one name: with their parents'
+    name = [_folder_name(p, r, depth=2) if two else n for n, p, r, two in zip(name, path, t["run_id"], twice)]
+    label = [n if pd.isna(r) or f"rank{int(r)}" in n else f"{n} rank {int(r)}" for n, r in zip(name, t["rank"])]
+    shapes = d.assign(run_id=d["run_id"].astype("string"), rank=d["rank"].astype("Int64"))[
+        ["op", "shape", "run_id", "rank"]].drop_duplicates()
+    shapes["n"] = shapes.groupby(["op", "shape"], dropna=False)["run_id"].transform("size")
+    peers = shapes.groupby(["run_id", "rank"], dropna=False)["n"].max() - 1
+    at = pd.MultiIndex.from_frame(t[["run_id", "rank"]])
+    out = t.assign(tuner=np.arange(len(t)), label=label, path=path, peers=peers.reindex(at).to_numpy())
+    return conform_columns(out, TUNER_COLUMNS)
+
+
+def _folder_name(path, run_id, *, depth: int = 1) -> str:
+    """The folder a run was read from, by its last ``depth`` names that are not 'capture' (its run_id where unknown)."""
+    if pd.isna(path):
+        return str(run_id)
+    parts = [p for p in str(path).replace("\\", "/").split("/") if p and p != "capture"]
+    return "/".join(parts[-depth:]) if parts else str(run_id)
+
+
+def _as_tuner(frame: pd.DataFrame, tuners: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its ``rank`` replaced by its (run_id, rank)'s tuner number."""
+    key = tuners.assign(_k=tuners["rank"].fillna(-1).astype("int64"))[["run_id", "_k", "tuner"]]
+    out = frame.assign(_k=frame["rank"].astype("Int64").fillna(-1).astype("int64"), run_id=frame["run_id"].astype("string"))
+    out = out.merge(key.astype({"run_id": "string"}), on=["run_id", "_k"], how="left")
+    return out.drop(columns=["_k", "rank"]).rename(columns={"tuner": "rank"})
+
+
+def _tunings(d: pd.DataFrame, picks: pd.DataFrame, agreement: pd.DataFrame, tuners: pd.DataFrame) -> pd.DataFrame:
+    keys = ["gpu", "op", "profile", "bucket", "runner", "tactic"]
+    priced = picks[[*keys, "best", "regret_pct", "verdict"]].astype({"bucket": "Int64"})
+    largest = agreement[["gpu", "op", "profile", "bucket", "largest_runner", "largest_tactic"]].rename(
+        columns={"largest_runner": "runner", "largest_tactic": "tactic"}).assign(largest=True).astype({"bucket": "Int64"})
+    out = (d.astype({"bucket": "Int64", "runner": "string", "tactic": "string"}).rename(columns={"rank": "tuner"})
+           .merge(priced, on=keys, how="left").merge(largest, on=keys, how="left"))
+    out["label"] = out["tuner"].map(tuners.set_index("tuner")["label"])
+    out["largest"] = out["largest"].fillna(False)
+    out = conform_columns(out, TUNING_COLUMNS)
+    return out.sort_values(["gpu", "op", "shape", "bucket", "tuner", "call"], kind="stable").reset_index(drop=True)
