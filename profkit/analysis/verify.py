@@ -158,37 +158,63 @@ def bucket_verdicts(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD,
     keys = ["run_id", "op", "shape", "m"]
     require(verify, (*keys, "bucket", "runner", "tactic", "tuner_ms", "winner", "default", "serving_ms",
                      "serving_p10_ms", "serving_p90_ms"), "verify")
-    # Plain arrays over the timed rows, grouped (a stable sort: each group's rows keep their order); no
-    # copy of the (wide, maybe millions of rows) frame and no Python work per group but the few
-    # groups timed in several processes.
+    # The timed rows grouped (a stable sort: each group's rows keep their order), then worked as plain
+    # arrays in slices of whole groups: no Python work per group (but the few timed in several
+    # processes) and temporaries bounded by the slice, not the table (millions of rows).
     group = verify.groupby(keys, sort=False, observed=True, dropna=True).ngroup().to_numpy(dtype=float)
-    serving = verify["serving_ms"].to_numpy(dtype=float, na_value=np.nan)
-    timed = np.flatnonzero(~np.isnan(serving) & ~np.isnan(group))
+    timed = np.flatnonzero(verify["serving_ms"].notna().to_numpy(dtype=bool) & ~np.isnan(group))
     at = timed[np.argsort(group[timed], kind="stable")]
-    g = np.unique(group[at], return_inverse=True)[1]
-    n_groups = int(g.max()) + 1 if len(g) else 0
-    column = lambda name: verify[name].to_numpy(dtype=float, na_value=np.nan)[at]  # noqa: E731
-    flag = lambda name: verify[name].fillna(False).to_numpy(dtype=bool)[at]  # noqa: E731
-    serving, p10, p90, tuner = serving[at], column("serving_p10_ms"), column("serving_p90_ms"), column("tuner_ms")
+    del timed
+    group = np.unique(group[at], return_inverse=True)[1]
+    parts = [_slice_verdicts(verify.iloc[at[i:j]], group[i:j] - group[i], keys=keys, ratio_sd=ratio_sd)
+             for i, j in _slices(group, _SLICE_ROWS)]
+    del at, group
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if out.empty:
+        return empty(BUCKET_VERDICT_COLUMNS)
+    out["tuner_verdict"] = _tuner_verdicts(out, noise)
+    # Sorted by the keys' text order before their text is made (a big table's: once, not twice).
+    out = out.take(np.lexsort([out["m"].to_numpy(dtype=np.int64)] + [_codes(out[k]) for k in keys[2::-1]]))
+    return conform_columns(out, BUCKET_VERDICT_COLUMNS)
+
+
+# Rows of one slice of bucket_verdicts: its arrays take some tens of MB.
+_SLICE_ROWS = 1 << 18
+
+
+def _slices(group: np.ndarray, rows: int) -> list[tuple[int, int]]:
+    """(start, end) of consecutive slices of about ``rows`` rows each, cut only where ``group`` (sorted) changes."""
+    if not len(group):
+        return []
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    cuts = starts[np.minimum(np.searchsorted(starts, np.arange(rows, len(group), rows)), len(starts) - 1)]
+    edges = np.unique(np.r_[0, cuts, len(group)])
+    return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+
+
+def _slice_verdicts(rows: pd.DataFrame, g: np.ndarray, *, keys: list[str], ratio_sd: float | None) -> pd.DataFrame:
+    """:func:`bucket_verdicts`' rows (without tuner_verdict) of timed ``rows`` grouped as ``g`` (0, 1, ..., sorted)."""
+    n_groups = int(g[-1]) + 1
+    column = lambda name: rows[name].to_numpy(dtype=float, na_value=np.nan)  # noqa: E731
+    flag = lambda name: rows[name].fillna(False).to_numpy(dtype=bool)  # noqa: E731
+    serving, p10, p90, tuner = (column(c) for c in ("serving_ms", "serving_p10_ms", "serving_p90_ms", "tuner_ms"))
     winner, default = flag("winner"), flag("default")
     pick, base = _first_by(winner, g, n_groups), _first_by(default, g, n_groups)
     valid = (pick >= 0) & (base >= 0)
-    runner, tactic = _codes(verify["runner"])[at], _codes(verify["tactic"])[at]
+    runner, tactic = _codes(rows["runner"]), _codes(rows["tactic"])
     same = valid[g] & (runner == runner[pick[g]]) & (tactic == tactic[pick[g]])
-    source = _codes(verify["source"], missing="-")[at] if "source" in verify.columns else np.zeros(len(at), np.int64)
-    cache = flag("cache_choice") if "cache_choice" in verify.columns else np.zeros(len(at), dtype=bool)
+    source = _codes(rows["source"], missing="-") if "source" in rows.columns else np.zeros(len(rows), np.int64)
+    cache = flag("cache_choice") if "cache_choice" in rows.columns else np.zeros(len(rows), dtype=bool)
     pick_units, base_units = _unit_medians(g, source, serving, same), _unit_medians(g, source, serving,
                                                                                    default & valid[g])
     rule = _rule(pick_units, base_units, valid, ratio_sd)
     groups = np.flatnonzero(valid)
-    if not len(groups):
-        return empty(BUCKET_VERDICT_COLUMNS)
     p, d = pick[groups], base[groups]
     best = np.lexsort((serving, g))[np.searchsorted(g, groups)]  # the group's first fastest row
-    take = lambda name, rows: verify[name].iloc[at[rows]].reset_index(drop=True)  # noqa: E731
+    take = lambda name, at: rows[name].iloc[at].reset_index(drop=True)  # noqa: E731
     with np.errstate(divide="ignore", invalid="ignore"):
         bands = [(p90[i] - p10[i]) / (2 * serving[i]) for i in (p, d)]
-        out = pd.DataFrame({
+        return pd.DataFrame({
             **{k: take(k, p) for k in keys}, "bucket": take("bucket", p),
             "at_bucket": (take("m", p) == take("bucket", p)).astype("boolean"),
             "pick_runner": take("runner", p), "pick_tactic": take("tactic", p),
@@ -203,11 +229,9 @@ def bucket_verdicts(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD,
             "cache_runs_pick": any_by(cache & winner, g, n_groups)[groups],
             **{k: rule[k][groups] for k in ("effect", "effect_lo", "effect_hi", "detectable", "n", "n_baseline",
                                              "design")},
-            "profile": take("profile", p).astype("string") if "profile" in verify.columns else None,
+            "profile": take("profile", p).astype("string") if "profile" in rows.columns else None,
             "pick_tuner_ms": tuner[p], "default_tuner_ms": tuner[d],
         })
-    out["tuner_verdict"] = _tuner_verdicts(out, noise)
-    return conform_columns(out, BUCKET_VERDICT_COLUMNS).sort_values(keys, kind="stable", ignore_index=True)
 
 
 def _tuner_verdicts(rows: pd.DataFrame, noise: pd.DataFrame | None) -> np.ndarray:
@@ -429,7 +453,8 @@ def of_routing(verify: pd.DataFrame, routing: str | None = None) -> pd.DataFrame
     """
     if "routing" not in verify.columns:
         return verify
-    names = verify["routing"].astype("string")
+    names = verify["routing"]
+    names = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("string")  # a big table's: as read
     wanted = routing or "tuner"
     keep = (names == wanted).fillna(False) | names.isna()
     if names.notna().any() and not (names == wanted).fillna(False).any():

@@ -144,7 +144,7 @@ def _verify(args):
     from profkit.outputs.flashinfer_cache import usable_timings
     from profkit.sources.verify import read_verify
 
-    verify, set_aside = usable_timings(read_verify(*args.paths, columns=_VERIFY_COLUMNS))
+    verify, set_aside = usable_timings(read_verify(*args.paths, columns=_VERIFY_COLUMNS, categorical=True))
     for reason in set_aside:  # an inverted p10-p90 band, a negative or infinite time: no verdict rests on it
         warnings.warn(f"set aside {reason}: not compared")
     if args.routing is not None and ("routing" not in verify or verify["routing"].isna().all()):
@@ -170,8 +170,6 @@ def _captures(args):
 
 # -- output ----------------------------------------------------------------------------------------
 def _lines(kind: str, rows) -> Iterator[str]:
-    import pandas as pd
-
     if rows.empty:
         yield "no comparisons: nothing timed against the baseline"
         return
@@ -188,18 +186,41 @@ def _lines(kind: str, rows) -> Iterator[str]:
     counts = rows["verdict"].value_counts()
     # One pass in the order of the head columns (missing last, rows of one head in their order), a
     # head line where it changes: a groupby slice per head cost ~0.2 ms each, minutes on a big table.
-    # Text columns as Python objects first: iterating an Arrow-backed column costs ~3 us a value.
-    ordered = rows.sort_values(head, kind="stable", na_position="last")
-    ordered = ordered.astype({c: object for c, t in ordered.dtypes.items() if isinstance(t, pd.StringDtype)})
-    label = (lambda r: str(getattr(r, what))) if what else _pick
-    width = max(len(label(r)) for r in ordered.itertuples(index=False))
+    ordered = _plain_text(rows.sort_values(head, kind="stable", na_position="last"))
     starts = ordered.groupby(head, sort=False, dropna=False).ngroup().diff().ne(0).to_numpy()
-    for start, key, r in zip(starts, ordered[head].itertuples(index=False, name=None), ordered.itertuples(index=False)):
+    at = [ordered.columns.get_loc(h) for h in head]
+    label = (lambda r: str(getattr(r, what))) if what else _pick
+    width = max(len(label(r)) for r in _records(ordered))
+    for start, r in zip(starts, _records(ordered)):
         if start:
-            yield "  ".join(str(k) for k in key)
+            yield "  ".join(str(r[i]) for i in at)
         yield f"  {where(r)}  {label(r):{width}s}  {_verdict(r, _UNITS[kind])}"
     yield (", ".join(f"{int(counts.get(v, 0))} {v}" for v in ("faster", "slower", "within_noise", "not_measurable"))
            + f" of {len(rows)}")
+
+
+def _plain_text(rows):
+    """``rows`` with text columns as Python objects, one ``str`` per distinct value: iterating an Arrow-backed
+    column costs ~3 us a value, and a ``str`` per row would hold a big table's names once a row."""
+    import numpy as np
+    import pandas as pd
+
+    plain = {}
+    for name, dtype in rows.dtypes.items():
+        if isinstance(dtype, pd.StringDtype):
+            codes, names = pd.factorize(rows[name], use_na_sentinel=False)
+            plain[name] = pd.Series(np.asarray(names.astype(object))[codes], index=rows.index, dtype=object)
+    return rows.assign(**plain)
+
+
+def _records(rows, size: int = 1 << 16):
+    """``rows`` as ``itertuples`` gives them, built from plain lists a slice at a time (a fifth of its time)."""
+    from collections import namedtuple
+
+    record = namedtuple("Row", rows.columns, rename=True)
+    for start in range(0, len(rows), size):
+        part = rows.iloc[start:start + size]
+        yield from map(record._make, zip(*(part[c].tolist() for c in rows.columns)))
 
 
 def _pick(r) -> str:
