@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from typing import Mapping
 
+import matplotlib as mpl
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
@@ -225,8 +227,10 @@ def plot_portability(carried: pd.DataFrame, *, source_gpu: str | None = None, ta
                                       ("same_pick", "white", f"the same pick as the {target}'s"))]
     handles += [Line2D([], [], marker=marker, linestyle="", color="#555555", markerfacecolor="none",
                        label=f"{'/'.join(names)} routing") for marker, names in families.items()]
-    fig.suptitle(title or f"The {source}'s picks timed on the {target}: against the {target}'s own pick and its "
-                 "default", fontsize="medium", fontweight="bold")
+    title = title or f"The {source}'s picks timed on the {target}: against the {target}'s own pick and its default"
+    # A long title wraps at the figure's width (about 0.62 em per bold character).
+    chars = int(fig.get_figwidth() * 72 / (0.62 * float(mpl.rcParams["font.size"])))
+    fig.suptitle(textwrap.fill(title, max(chars, 40)), fontsize="medium", fontweight="bold")
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 8), fontsize="x-small",
                title="Each pick is priced against the default timed in its own verify process, so the two processes' "
                      "drift cancels; serving times (profkit verify: CUDA graph replays); bars: the comparison rule's "
