@@ -87,3 +87,35 @@ def test_parsing_the_arguments_imports_no_pandas():
             "print('pandas' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_json_rows_are_laid_out_as_one_json_dumps_of_every_record(tmp_path):
+    import pandas as pd
+
+    from profkit.cli.compare import _write_json
+
+    rows = pd.DataFrame({"op": pd.array(["gemm", None, "gemm \u00e9\n\"", "x"], dtype="string"),
+                         "m": pd.array([1, None, 3, 4], dtype="Int64"), "effect": [0.1, float("nan"), -2.5e-7, 1 / 3],
+                         "nested": [[1, {"a": None}], {}, "t", None]})
+    want = json.dumps(json.loads(rows.assign(kind="verify").to_json(orient="records")), indent=1) + "\n"
+    for size in (1, 3, 100):  # slices of one row, a part of the rows, every row
+        _write_json(rows, "verify", tmp_path / f"{size}.json", [], size=size)
+        assert (tmp_path / f"{size}.json").read_text() == want
+    _write_json(rows.iloc[:0], "verify", tmp_path / "none.json", [])
+    assert (tmp_path / "none.json").read_text() == "[]\n"
+
+
+def test_lines_head_each_group_once_in_sorted_order_missing_last(capsys):
+    import pandas as pd
+
+    from profkit.cli.compare import _lines
+
+    rows = pd.DataFrame({
+        "op": pd.array(["b", "a", None, "a", "b"], dtype="string"), "shape": pd.array(["s"] * 5, dtype="string"),
+        "m": [1, 2, 3, 4, 5], "run_id": pd.array(["r1", "r2", "r3", "r4", "r5"], dtype="string"),
+        "verdict": ["faster", "slower", "within_noise", "faster", "not_measurable"], "effect": [-0.1] * 5,
+        "effect_lo": [-0.2] * 5, "effect_hi": [-0.05] * 5, "detectable": [0.01] * 5, "baseline": "r0"})
+    lines = list(_lines("verify", rows))
+    heads = [line for line in lines if not line.startswith("  ")]
+    assert heads[:3] == ["a  s", "b  s", "<NA>  s"] and lines[-1].startswith("2 faster, 1 slower, 1 within_noise")
+    assert [line.split()[1] for line in lines if line.startswith("  ")] == ["r2", "r4", "r1", "r5", "r3"]

@@ -351,3 +351,37 @@ def test_rank_agreement_is_spearman_with_ties_at_their_average_rank():
     a, b = (np.concatenate([s[i] for s in samples])[order] for i in (0, 1))
     got = _spearman_by(a, b, g, len(samples))
     assert got == pytest.approx(np.array(want), nan_ok=True, abs=1e-12)
+
+
+def test_a_categorical_read_holds_the_plain_read_with_sorted_categories_shared_by_every_file():
+    from conftest import DATA
+    from profkit.cli.compare import _VERIFY_COLUMNS
+    from profkit.sources.verify import read_verify
+
+    paths = (DATA / "h200-verify" / "sweep", DATA / "h200-moe")  # dense tables (no routing), then MoE ones
+    plain, few = read_verify(*paths, columns=_VERIFY_COLUMNS), read_verify(*paths, columns=_VERIFY_COLUMNS,
+                                                                           categorical=True)
+    assert list(few.columns) == list(plain.columns)
+    text = [c for c, t in few.dtypes.items() if isinstance(t, pd.CategoricalDtype)]
+    assert set(text) == {"run_id", "op", "shape", "profile", "runner", "tactic", "routing", "source"}
+    for name in text:
+        assert list(few[name].cat.categories) == sorted(plain[name].dropna().unique())
+        back = few[name].astype(object).where(few[name].notna(), None).astype(plain[name].dtype)
+        pd.testing.assert_series_equal(back, plain[name], check_exact=True)
+    pd.testing.assert_frame_equal(few.drop(columns=text), plain.drop(columns=text), check_exact=True)
+
+
+def test_bucket_verdicts_are_the_same_in_slices_of_any_size_and_from_a_categorical_read(monkeypatch):
+    import profkit.analysis.verify as verify
+    from conftest import DATA
+    from profkit.cli.compare import _VERIFY_COLUMNS
+    from profkit.sources.verify import read_verify
+
+    tables = [read_verify(DATA / "h200-verify" / "sweep"), verify.of_routing(read_verify(DATA / "h200-moe"))]
+    whole = [verify.bucket_verdicts(t) for t in tables]
+    for rows in (1, 7, 500):  # a group per slice, groups larger than a slice, several groups per slice
+        monkeypatch.setattr(verify, "_SLICE_ROWS", rows)
+        for table, want in zip(tables, whole):
+            pd.testing.assert_frame_equal(verify.bucket_verdicts(table), want, check_exact=True)
+    few = read_verify(DATA / "h200-moe", columns=_VERIFY_COLUMNS, categorical=True)
+    pd.testing.assert_frame_equal(verify.bucket_verdicts(verify.of_routing(few)), whole[1], check_exact=True)
