@@ -130,12 +130,12 @@ def names_as_text(fig, before: Mapping[int, str] | None = None) -> None:
     untouched.
     """
     before = before or {}
-    axes_own = {id(t) for axis in fig.findobj(Axis) for t in axis.findobj(Text) if t is not axis.label}
-    for text in fig.findobj(Text):
-        if id(text) not in axes_own and before.get(id(text)) != text.get_text():
+    texts, axes = _texts_and_axes(fig)
+    for text in texts:
+        if before.get(id(text)) != text.get_text():
             text.set_text(printable(text.get_text(), newlines=True))
             text.set_parse_math(False)
-    for axis in fig.findobj(Axis):
+    for axis in axes:
         for minor, formatter in ((False, axis.get_major_formatter()), (True, axis.get_minor_formatter())):
             if isinstance(formatter, _NAMED_TICKS) and id(formatter) not in before:
                 (axis.set_minor_formatter if minor else axis.set_major_formatter)(_PlainTicks(formatter))
@@ -143,9 +143,26 @@ def names_as_text(fig, before: Mapping[int, str] | None = None) -> None:
 
 def _drawn_before(fig) -> dict[int, str | None]:
     """id -> text of every text of ``fig``, and id -> None of its axes' tick formatters."""
-    formatters = {id(f): None for axis in fig.findobj(Axis) for f in (axis.get_major_formatter(),
-                                                                        axis.get_minor_formatter())}
-    return {**formatters, **{id(t): t.get_text() for t in fig.findobj(Text)}}
+    texts, axes = _texts_and_axes(fig)
+    formatters = {id(f): None for axis in axes for f in (axis.get_major_formatter(), axis.get_minor_formatter())}
+    return {**formatters, **{id(t): t.get_text() for t in texts}}
+
+
+def _texts_and_axes(fig) -> tuple[list[Text], list[Axis]]:
+    """The texts of ``fig`` (titles, labels, legends, annotations; of an axis only its label: its tick labels
+    come from its formatters) and its axes' x/y axes. One walk over the artists that never enters an axis's
+    ticks (``Artist.findobj`` would create and walk every tick)."""
+    texts, axes, stack = [], [], [fig]
+    while stack:
+        artist = stack.pop()
+        if isinstance(artist, Axis):
+            axes.append(artist)
+            texts.append(artist.label)
+            continue
+        if isinstance(artist, Text):
+            texts.append(artist)
+        stack.extend(artist.get_children())
+    return texts, axes
 
 
 class _PlainTicks(Formatter):
