@@ -12,7 +12,7 @@ import pytest
 import profkit
 from profkit import analysis
 from profkit.analysis.overview import RECOMMENDATIONS, chance_count, overview
-from profkit.report import summary_document
+from profkit.outputs.summary import summary_document
 from profkit.cli import main
 from profkit.errors import ProfkitError
 from profkit import catalog
@@ -430,5 +430,7 @@ def test_the_page_states_the_a_a_rate_and_the_smallest_detectable_change(whole):
     moe = whole.results.op_verdicts.set_index("op").loc[MOE]
     assert 0 < moe["step_detectable_min_pct"] < moe["step_detectable_max_pct"]
     assert f"smallest detectable change {moe['step_detectable_min_pct']:.1f}-" in text
-    document = summary_document(whole.results)
+    rows = whole.results.op_verdicts
+    document = summary_document(rows, reasons=[report.verdict_line(r) for r in rows.itertuples(index=False)],
+                                aa=whole.results.aa)
     assert [a["kind"] for a in document["aa"]] == sorted(aa["kind"])

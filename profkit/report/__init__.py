@@ -51,12 +51,13 @@ from profkit.report._detail import (break_even_section, cost_detail_section, e2e
                                     outside_tuning_section, plan_section, provenance_section, repeats_section,
                                     speedup_section, step_section, step_set_figures_section, step_sets_section,
                                     step_times_section, tactic_section, verify_detail_section)
-from profkit.report._main import (across_gpus_section, cost_section, failure_lines, findings_markdown,
-                                  headline_markdown, moe_section, serving_section, verdict_line, verdict_section)
+from profkit.report._main import (across_gpus_section, across_gpus_title, cost_section, failure_lines,
+                                  findings_markdown, headline_markdown, moe_section, serving_section, verdict_line,
+                                  verdict_section)
 from profkit.report._model import ReportModel, build_model
 from profkit.report._page import PAGES, FigureSpec, ReportContext, Section, Table, page_file
+from profkit.report._ranks import ranks_section
 from profkit.report._render import html_page, markdown_page, markdown_table
-from profkit.report._summary import summary_document
 
 # The two figures the README shows (``profkit report --only tactic_map,speedup``).
 README_FIGURES = ("tactic_map", "speedup")
@@ -67,15 +68,15 @@ SECTIONS: list[Callable[[ReportContext], Section | None]] = [
     # the detail pages
     tactic_section, speedup_section, outside_tuning_section, cost_detail_section, break_even_section, step_section,
     step_times_section, step_sets_section, step_set_figures_section, verify_detail_section, e2e_section,
-    moe_detail_section, plan_section, repeats_section, provenance_section,
+    moe_detail_section, plan_section, repeats_section, ranks_section, provenance_section,
 ]
 
 __all__ = [
-    "ReportModel", "across_gpus_section", "build_model", "summary_document",
+    "ReportModel", "across_gpus_section", "across_gpus_title", "build_model",
     "PAGES", "README_FIGURES", "SECTIONS", "FigureSpec", "ReportContext", "Section", "Table", "break_even_section",
     "build_report", "cost_detail_section", "cost_section", "e2e_section", "failure_lines", "findings_markdown",
     "headline_markdown", "html_page", "markdown_page", "markdown_table", "moe_detail_section", "moe_section", "outside_tuning_section",
-    "page_file", "plan_section", "provenance_section", "repeats_section", "serving_section", "speedup_section",
+    "page_file", "plan_section", "provenance_section", "ranks_section", "repeats_section", "serving_section", "speedup_section",
     "step_section", "step_set_figures_section", "step_sets_section", "step_times_section", "tactic_section",
     "verdict_line", "verdict_section", "verify_detail_section",
 ]

@@ -54,7 +54,7 @@ def build_report(data, out: str | Path, *, results=None,
     The main page (``index.html`` / ``index.md``) holds the verdicts and the figures that carry
     them; each detail page (``step.html``, ``serving.html``, ...) the per-shape, per-step-set and
     per-policy detail, linked from the main page. ``summary.json`` holds one entry per op with its
-    recommendation (:func:`profkit.report.summary_document`).
+    recommendation (:func:`profkit.outputs.summary.summary_document`).
 
     Args:
         data: from :func:`profkit.catalog.open`.
@@ -80,7 +80,8 @@ def build_report(data, out: str | Path, *, results=None,
 
     from profkit.report import SECTIONS, ReportContext
     from profkit.report._model import build_model
-    from profkit.report._summary import summary_document
+    from profkit.outputs.summary import summary_document, write_summary
+    from profkit.report._main import verdict_line
 
     out = Path(out)
     formats = tuple(formats)
@@ -97,8 +98,8 @@ def build_report(data, out: str | Path, *, results=None,
     verdicts = model.verdicts if model is not None else None
     with warnings.catch_warnings(), _style.use_style(style):
         warnings.simplefilter("ignore", UserWarning)
-        ctx = ReportContext(data=data, results=results, verdicts=verdicts, gpus=model.gpus if model else (),
-                            portability=model.portability if model else None)
+        across = {k: getattr(model, k) for k in ("portability", "carried", "port_price")} if model else {}
+        ctx = ReportContext(data=data, results=results, verdicts=verdicts, gpus=model.gpus if model else (), **across)
         built = [s for s in (build(ctx) for build in (SECTIONS if sections is None else sections)) if s is not None]
         bar.update()
         names = [f.name for s in built for f in s.figures]
@@ -125,8 +126,10 @@ def build_report(data, out: str | Path, *, results=None,
         bar.set_postfix_str("pages")
         for table in (t for s in built for t in s.tables):
             written.append(atomic.write_text(out / f"{table.name}.csv", csv_text(table.frame)))
-        summary = summary_document(results, root=str(data.root), verdicts=verdicts)
-        written.append(atomic.write_json(out / "summary.json", summary))
+        rows = results.op_verdicts if verdicts is None else verdicts
+        summary = summary_document(rows, reasons=[verdict_line(r) for r in rows.itertuples(index=False)],
+                                   aa=results.aa, root=str(data.root))
+        written.append(write_summary(out / "summary.json", summary))
         img = "png" if "png" in formats else formats[0]
         pages = [p for p, _ in PAGES if any(s.page == p for s in built)] or ["index"]
         unwritten = [p for p, _ in PAGES if p not in pages]
