@@ -33,8 +33,8 @@ def _kernel_name() -> str:
     return "profkit-test"
 
 
-def test_the_seven_notebooks_exist():
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06", "07"]
+def test_the_nine_notebooks_exist():
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06", "07", "08", "09"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -1,0 +1,96 @@
+"""The report's Across GPUs section: the portability figure and table, and the port's price read by the catalogue."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from profkit import catalog, report
+from profkit.analysis.portability import PORT_PRICE_COLUMNS, carried_picks, port_price, portability
+from profkit.catalog import partition
+
+from conftest import DATA
+
+H200, H100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
+PORT = DATA / "h100-moe" / "qwen3-30b-a3b-port"
+
+
+@pytest.fixture(scope="module")
+def across(shipped_across):
+    carried = carried_picks(partition.with_gpus(shipped_across.verify, shipped_across.runs))
+    return report.ReportContext(data=shipped_across, results=None, carried=carried, portability=portability(carried),
+                                port_price=port_price(shipped_across.port_prices))
+
+
+def test_the_catalogue_reads_the_price_with_the_targets_fresh_process_tuning(shipped_across):
+    p = shipped_across.port_prices
+    assert len(p) == 1
+    row = p.iloc[0]
+    assert (row["model"], row["source_gpu"], row["target_gpu"], row["top_k"]) == ("qwen3-30b-a3b", H200, H100, 3)
+    assert row["fresh_tune_from"] == "h100-moe/qwen3-30b-a3b-r0"
+    assert row["fresh_tune_s"] == pytest.approx(87.113446, abs=1e-6)
+    assert (row["port_cold_s"], row["tune_warm_s"]) == pytest.approx((24.410773, 18.487378), abs=1e-6)
+
+
+def test_a_price_without_a_fresh_tuning_is_read_and_a_foreign_price_json_is_named(tmp_path):
+    (tmp_path / "port" / "cold").mkdir(parents=True)
+    shutil.copy(PORT / "price.json", tmp_path / "port" / "price.json")
+    for name in ("port.json", "cache.json"):
+        shutil.copy(PORT / "cold" / name, tmp_path / "port" / "cold" / name)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "price.json").write_text(json.dumps({"usd": 3}))
+    with pytest.warns(UserWarning, match="could not be read"):
+        c = catalog.open(tmp_path)
+    assert [pr for pr in c.problems if "other/price.json" in pr and "port_cold_s and tune_s" in pr]
+    row = port_price(c.port_prices).iloc[0]
+    assert row["source_gpu"] == H200 and pd.isna(row["fresh_tune_s"]) and pd.isna(row["port_over_fresh_tune"])
+    assert row["port_over_tune_without_compiles"] == pytest.approx(3.0086757 / 18.4873782)
+
+
+def test_port_price_divides_the_port_by_each_tuning():
+    prices = pd.DataFrame([{"model": "m", "source_gpu": H200, "target_gpu": H100, "top_k": 3, "port_cold_s": 20.0,
+                            "port_warm_s": 2.0, "tune_s": 40.0, "tune_warm_s": 16.0, "fresh_tune_s": 80.0}])
+    p = port_price(prices)
+    assert list(p.columns) == list(PORT_PRICE_COLUMNS)
+    assert p.iloc[0][["port_over_fresh_tune", "port_over_tune_without_compiles", "port_over_tune"]].tolist() == [
+        0.25, 0.125, 0.5]
+    assert port_price(prices.iloc[:0]).empty
+
+
+def test_the_section_states_agreement_regret_and_price_with_the_figure_and_tables(across):
+    s = report.across_gpus_section(across)
+    assert "the same pick as the target's own at 18% of 312 points" in s.text
+    assert "slower than the target's own pick beyond noise at 14, faster at 4; at worst +29.3% at mixtral-8x7b" in s.text
+    assert ("took 24.4 s with its kernel compiles against 87.1 s for a full tuning in a fresh process there (0.28x); "
+            "without compiles 3.0 s against 18.5 s (0.16x") in s.text
+    assert [t.name for t in s.tables] == ["portability", "carried_picks", "port_price"]
+    assert [f.name for f in s.figures] == ["portability_H200_on_H100"]
+    fig = s.figures[0].draw()
+    assert fig._suptitle.get_text() == ("The H200's picks on the H100: slower than the H100's own pick beyond noise at "
+                                        "14 of 312 points (worst +29%), faster at 4; slower than the H100's default "
+                                        "at none")
+    assert [a.get_title() for a in fig.axes[0::2]] == [
+        "gpt-oss-120b\nE=128 top_k=4 H=2880 I=2880", "mixtral-8x7b\nE=8 top_k=2 H=4096 I=14336",
+        "qwen3-30b-a3b\nE=128 top_k=8 H=2048 I=768"]
+
+
+def test_the_title_says_none_when_nothing_is_slower():
+    rows = pd.DataFrame([{"source_gpu": H100, "target_gpu": H200, "points": 20, "slower_than_own": 0,
+                          "faster_than_own": 1, "worst_regret": float("nan"), "slower_than_default": 2}])
+    assert report.across_gpus_title(rows) == ("The H100's picks on the H200: slower than the H200's own pick beyond "
+                                              "noise at 0 of 20 points, faster at 1; slower than the H200's default "
+                                              "at 2")
+
+
+def test_no_section_without_carried_picks_or_a_price(shipped_h200):
+    assert report.across_gpus_section(report.ReportContext(data=shipped_h200, results=None)) is None
+
+
+def test_the_report_draws_the_figure_in_its_pipeline(shipped_across, tmp_path):
+    written = report.build_report(shipped_across, tmp_path / "r", only=["portability_H200_on_H100"], index=False,
+                                  progress=False)
+    assert [p.name for p in written] == ["portability_H200_on_H100.png"]
+    assert written[0].stat().st_size > 50_000
