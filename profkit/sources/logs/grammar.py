@@ -7,12 +7,12 @@ flashinfer.jit: <message>`` (flashinfer/jit/core.py's format); the message texts
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import functools
 import math
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 from profkit import schema
 from profkit.sources.cache import Name, key_fields, literal
@@ -69,14 +69,29 @@ EVENT_PATTERNS = {kind: (prefix, re.compile(re.escape(prefix) + rest)) for kind,
                           r"|Failed to persist managed|Managed cache preload|autotune_v2)"),
     ("tuner_init", "use_global_timer: ", r"(?P<detail>\w+)"),
 )}
+
+
+@functools.lru_cache(maxsize=4096)  # cache hits, loads and fallback calls repeat the same few messages
+def event_of(body: str) -> tuple[str, dict] | None:
+    """(kind, fields) of the first event pattern an [Autotuner] message body matches (``count`` as an int), or
+    None; the dict is shared between calls: read it, never change it."""
+    for kind, (prefix, pattern) in EVENT_PATTERNS.items():
+        m = pattern.match(body) if body.startswith(prefix) else None
+        if m:
+            fields = {k: v for k, v in m.groupdict().items() if v is not None}
+            if "count" in fields:
+                fields["count"] = as_int(fields["count"])
+            return kind, fields
+    return None
+
+
 # [Autotuner] messages read for nothing but counted as understood.
 KNOWN_QUIET = ("use_cold_l2_cache=", "profile-arena", "No tensor inputs", "cupti-profiling ")
 EXPECTED_CANDIDATE = '"[Autotuner]: profiling <runner> <tactic>, shapes=(...), avg_time <ms>"'
 EXPECTED_WINNER = '"[Autotuner]: profiling chosen runner: <runner> <tactic> for <key>"'
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Header:
+class Header(NamedTuple):
     """Where a record header sits in a piece of text: its start, its message start, its level."""
 
     start: int
@@ -126,8 +141,7 @@ def split_runner(body: str, start: int) -> tuple[str, str] | None:
     return (body[start:space], body[space + 1:]) if space > 0 else None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
     """One "profiling <runner> <tactic>, shapes=<shapes>, avg_time <ms>" line."""
 
     runner: str
@@ -154,8 +168,10 @@ _KEY_FIELDS = ("ProfilingCacheKey(custom_op='", "', runner_class_name='", "', ru
                ", extras=")
 
 
+@functools.lru_cache(maxsize=4096)  # a key is printed once per profile, and again by every process tuning it
 def parse_key(text: str) -> dict | None:
-    """op, runner, profile and extras of a ProfilingCacheKey repr (0.6.15+) or a key tuple (older)."""
+    """op, runner, profile and extras of a ProfilingCacheKey repr (0.6.15+) or a key tuple (older); the dict is
+    shared between calls: read it, never change it."""
     text = text.strip()
     if text.startswith(_KEY_FIELDS[0]) and text.endswith(")"):
         at = [0]
@@ -251,8 +267,7 @@ def clock_seconds(text: str) -> float:
 _CLOCK = re.compile(r"(?:\d{1,12}:)?\d{1,12}:\d\d", re.ASCII)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Bar:
+class Bar(NamedTuple):
     """One render of a tuning call's tqdm bar (``desc="[AutoTuner]: Tuning <op>"``, ``unit="profile"``)."""
 
     op: str
@@ -266,10 +281,15 @@ def parse_bar(text: str) -> Bar | None:
     m = TQDM.search(text)
     if m is None:
         return None
-    n, total = as_int(m["n"]), as_int(m["total"])
+    n, total = _count(m["n"]), _count(m["total"])
     if n is None or total is None:
         return None
     return Bar(m["op"], n, total, clock_seconds(m["elapsed"]))
+
+
+def _count(digits: str) -> int | None:
+    """A count the bar printed (``\\d+``) as as_int reads it; up to 18 ASCII digits always fit an Int64."""
+    return int(digits) if len(digits) <= 18 and digits.isascii() else as_int(digits)
 
 
 def iso(ts: str | None) -> str | None:

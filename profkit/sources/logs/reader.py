@@ -360,16 +360,13 @@ class Reader:
             self.count("ignored", "other flashinfer.jit message", lineno, msg)
 
     def _message_event(self, stream, lineno, ts, level, body, msg) -> None:
-        for kind, (prefix, pattern) in g.EVENT_PATTERNS.items():
-            m = pattern.match(body) if body.startswith(prefix) else None
-            if m:
-                fields = {k: v for k, v in m.groupdict().items() if v is not None}
-                if "count" in fields:
-                    fields["count"] = _small_int(fields["count"])
-                self._event(stream, lineno, ts, level, kind, message=body, **fields)
-                return
-        self.count("ignored", "unrecognised [Autotuner] message", lineno, msg)
-        self._event(stream, lineno, ts, level, "other", message=body)
+        found = g.event_of(body)
+        if found is None:
+            self.count("ignored", "unrecognised [Autotuner] message", lineno, msg)
+            self._event(stream, lineno, ts, level, "other", message=body)
+            return
+        kind, fields = found
+        self._event(stream, lineno, ts, level, kind, message=body, **fields)
 
     def _fallback_call(self, stream: Stream, lineno: int, ts, level, body: str) -> dict:
         """A call outside tuning found no tuned config: one event per distinct message, ``count`` its lines."""
@@ -579,16 +576,20 @@ class Reader:
         """The group's fastest timed candidate of the winner's runner and tactic, or None."""
         c = self.cands
         rows = c.rows(group)
-        code, printed = c.reprs.get(runner_repr), c.tactics.get(tactic_text)
-        chosen = [k for k in rows if c.tactic[k] == printed and c.runner[k] == code]
+        chosen = c.matching(rows, c.reprs.get(runner_repr), c.tactics.get(tactic_text))
         if not chosen:  # the same tactic printed another way, or the runner's repr differs: compare decoded
             reprs = {code: text for text, code in c.reprs.items()}
             texts = {code: text for text, code in c.tactics.items()}
             chosen = [k for k in rows if g.tactic_text(texts[c.tactic[k]]) == tactic
                       and g.runner_parts(reprs[c.runner[k]])[0] == runner]
-        odd = c.odd
-        chosen = [k for k in chosen if k not in odd or odd[k].status != "failed"]  # c.status(k), inline: per winner
-        return min(chosen, key=lambda k: c.time[k] if c.time[k] == c.time[k] else math.inf) if chosen else None
+        odd, best, fastest = c.odd, None, math.inf
+        for k in chosen:  # the first of the fastest; a NaN time counts as the slowest; failed rows are never chosen
+            if k in odd and odd[k].status == "failed":
+                continue
+            time_ms = c.time[k]
+            if best is None or time_ms < fastest:
+                best, fastest = k, time_ms if time_ms == time_ms else math.inf
+        return best
 
     def _oom_fallbacks(self, call: Call) -> None:
         """Winner rows for the profiles an OOM-aborted call never reached: FlashInfer returns (runners[0], -1)."""

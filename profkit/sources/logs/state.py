@@ -149,6 +149,7 @@ class Candidates:
         self.tactics: dict[str, int] = {}
         self.time: list[float] = []
         self.odd: dict[int, Odd] = {}
+        self.counts: dict[int, int] = {}  # rows per group
 
     def __len__(self) -> int:
         return len(self.line)
@@ -157,6 +158,7 @@ class Candidates:
         if odd is not None:
             self.odd[len(self.line)] = odd
         self.group.append(gid)
+        self.counts[gid] = self.counts.get(gid, 0) + 1
         self.line.append(line)
         self.runner.append(self.code(runner))
         self.tactic.append(self.tactic_code(tactic))
@@ -165,6 +167,7 @@ class Candidates:
     def extend(self, gid: int, lines: range, runners: list[int], tactics: list[int], times: list[float]) -> None:
         """Plain rows of one group, many at once (the bulk path); runners and tactics are codes."""
         self.group.extend([gid] * len(lines))
+        self.counts[gid] = self.counts.get(gid, 0) + len(lines)
         self.line.extend(lines)
         self.runner.extend(runners)
         self.tactic.extend(tactics)
@@ -176,11 +179,24 @@ class Candidates:
     def tactic_code(self, tactic: str) -> int:
         return self.tactics.setdefault(tactic, len(self.tactics))
 
-    def rows(self, group: Group) -> list[int]:
-        tail = self.group[group.first:]
-        if tail.count(group.gid) == len(tail):  # no other stream's rows in between: the common case
-            return list(range(group.first, len(self.group)))
-        return [k for k in range(group.first, len(self.group)) if self.group[k] == group.gid]
+    def rows(self, group: Group) -> range | list[int]:
+        end = len(self.group)
+        if end - group.first == self.counts.get(group.gid, 0):  # no other stream's rows in between: the common case
+            return range(group.first, end)
+        return [k for k in range(group.first, end) if self.group[k] == group.gid]
+
+    def matching(self, rows: range | list[int], runner: int | None, tactic: int | None) -> list[int]:
+        """The rows among ``rows`` of runner code ``runner`` and tactic code ``tactic``."""
+        if type(rows) is not range:
+            return [k for k in rows if self.tactic[k] == tactic and self.runner[k] == runner]
+        tactics, found, at = self.tactic[rows.start:rows.stop], [], -1
+        while True:  # list.index finds each row of the tactic at C speed: a group holds it once or a few times
+            try:
+                at = tactics.index(tactic, at + 1)
+            except ValueError:
+                return found
+            if self.runner[rows.start + at] == runner:
+                found.append(rows.start + at)
 
     def last_row(self, group: Group) -> int | None:
         if self.group and self.group[-1] == group.gid:  # the common case: the group is the newest
