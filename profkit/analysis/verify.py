@@ -18,8 +18,6 @@ unless each run was verified in three or more processes (:func:`compare_runs`).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
@@ -290,25 +288,21 @@ def _rule(pick: tuple, base: tuple, valid: np.ndarray, ratio_sd: float | None) -
     (pg, ps, pv), (bg, bs, bv) = pick, base
     n_pick, n_base = np.bincount(pg, minlength=n_groups), np.bincount(bg, minlength=n_groups)
     first_pick, first_base = np.searchsorted(pg, np.arange(n_groups)), np.searchsorted(bg, np.arange(n_groups))
-    a, b = pv[np.minimum(first_pick, len(pv) - 1)] if len(pv) else pv, bv[np.minimum(first_base, len(bv) - 1)] \
-        if len(bv) else bv
+    a, b = np.append(pv, np.nan)[first_pick], np.append(bv, np.nan)[first_base]  # each group's first unit
     nan = np.full(n_groups, np.nan)
     out = {"pick_ms": nan.copy(), "default_ms": nan.copy(), "effect": nan.copy(), "effect_lo": nan.copy(),
            "effect_hi": nan.copy(), "detectable": nan.copy(), "n": np.zeros(n_groups, dtype=np.int64),
            "n_baseline": np.zeros(n_groups, dtype=np.int64), "verdict": np.full(n_groups, None, dtype=object),
            "design": np.full(n_groups, None, dtype=object)}
-    one = valid & (n_pick == 1) & (n_base == 1)
-    if ratio_sd is not None and np.isfinite(ratio_sd) and len(pv) and len(bv):
-        with np.errstate(invalid="ignore"):
-            one &= np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
-        fast = np.flatnonzero(one)
-        decided = compare_values(a[fast], b[fast], ratio_sd=ratio_sd)
-        for name in ("effect", "effect_lo", "effect_hi", "detectable", "verdict"):
-            out[name][fast] = decided[name].to_numpy(dtype=object if name == "verdict" else float)
-        out["pick_ms"][fast], out["default_ms"][fast] = np.exp(np.log(a[fast])), np.exp(np.log(b[fast]))
-        out["n"][fast], out["n_baseline"][fast], out["design"][fast] = 1, 1, "calibrated"
-    else:
-        one[:] = False
+    with np.errstate(invalid="ignore"):
+        one = valid & (n_pick == 1) & (n_base == 1) & np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
+    one &= ratio_sd is not None and bool(np.isfinite(ratio_sd))
+    fast = np.flatnonzero(one)
+    decided = compare_values(a[fast], b[fast], ratio_sd=ratio_sd)
+    for name in ("effect", "effect_lo", "effect_hi", "detectable", "verdict"):
+        out[name][fast] = decided[name].to_numpy(dtype=object if name == "verdict" else float)
+    out["pick_ms"][fast], out["default_ms"][fast] = np.exp(np.log(a[fast])), np.exp(np.log(b[fast]))
+    out["n"][fast], out["n_baseline"][fast], out["design"][fast] = 1, 1, "calibrated"
     for k in np.flatnonzero(valid & ~one):
         i, j = slice(first_pick[k], first_pick[k] + n_pick[k]), slice(first_base[k], first_base[k] + n_base[k])
         pick_units, base_units = pv[i], bv[j]

@@ -24,8 +24,8 @@ def read_verify(*paths: str | os.PathLike, columns: Iterable[str] | None = None,
     verify table defines typed as it says, missing ones empty), for a command that uses a few:
     ``profkit compare`` reads 15 of 22, 855 of 1,919 MB of a 3.5M-row table in memory.
     ``categorical``: with ``columns``, text columns (and ``source``) as pandas categoricals whose
-    categories are sorted and shared by every file: each name is held once, not once a row (a big
-    table's thousands of run ids, dozens of ops, shapes, runners and tactics). Raises
+    categories are sorted and shared by every file: each name is held once, not once a row (compare's
+    columns of a 3.5M-row table: 218 MB instead of 926 MB). Raises
     ProfkitError naming a file that is not a verify table, or the paths when none holds one.
     """
     files = []
