@@ -296,6 +296,11 @@ def verify(inv: Inventory, problems: list, parts: Mapping[str, schema.Tables],
     from profkit.sources.verify import read_verify
 
     renamed = renames(parts)
+    holders: dict[str, list[str]] = {}  # run id as written -> the capture folders holding it
+    for folder, t in parts.items():
+        written = t.runs.get("run_id_as_written", t.runs["run_id"]).fillna(t.runs["run_id"]).astype(str)
+        for run_id in set(written):
+            holders.setdefault(run_id, []).append(folder)
     frames = []
     for p in inv.paths("verify"):
         try:
@@ -306,7 +311,7 @@ def verify(inv: Inventory, problems: list, parts: Mapping[str, schema.Tables],
         capture, gpu = _verify_meta(p, _nearest(inv, p.parent, prov or {}))
         if gpu and ("verify_gpu" not in table.columns or table["verify_gpu"].isna().all()):
             table = table.assign(verify_gpu=gpu)
-        owner, held = _owner(table, p, capture, parts)
+        owner, held = _owner(table, p, capture, parts, holders)
         if owner is None and held:  # its run ids name a capture here whose picks are not the ones it timed
             ids = table["run_id"].dropna().astype(str).unique()
             table = _renamed(table, {i: f"{i}@{p.parent.parent.name}" for i in ids}).assign(
@@ -315,15 +320,14 @@ def verify(inv: Inventory, problems: list, parts: Mapping[str, schema.Tables],
     return pd.concat(frames, ignore_index=True) if frames else schema.empty("verify")
 
 
-def _owner(table: pd.DataFrame, path: Path, written: Path | None, parts: Mapping[str, schema.Tables]
-           ) -> tuple[str | None, list[str]]:
+def _owner(table: pd.DataFrame, path: Path, written: Path | None, parts: Mapping[str, schema.Tables],
+           holders: Mapping[str, list[str]]) -> tuple[str | None, list[str]]:
     """(the capture folder a verify table re-timed, the captures holding its run ids as written): the capture
     beside it (``profkit.bench.moe_sweep`` writes both in one folder), else the one whose path ends as the
     verify.json's ``capture`` does, else the one whose winners hold most of the table's picks, at least half (a
     capture verified on another machine, its run id reused by a capture tuned on a second GPU); else None."""
-    ids = set(table["run_id"].dropna().astype(str)) if "run_id" in table.columns else set()
-    held = [folder for folder, t in parts.items()
-            if ids & set(t.runs.get("run_id_as_written", t.runs["run_id"]).fillna(t.runs["run_id"]).astype(str))]
+    ids = table["run_id"].dropna().astype(str).unique() if "run_id" in table.columns else ()
+    held = sorted({folder for run_id in ids for folder in holders.get(run_id, ())})
     if str(path.parent / "capture") in held:
         return str(path.parent / "capture"), held
     if written is not None and written.parts:
@@ -372,6 +376,15 @@ def _verify_meta(path: Path, provenance: dict | None) -> tuple[Path | None, str 
     return (Path(capture) if isinstance(capture, str) else None), (env.get("gpu") or None)
 
 
+def _under(verified: pd.DataFrame, home: Path) -> pd.DataFrame:
+    """The verify rows read from files under ``home`` (each file's path looked at once)."""
+    if not len(verified):
+        return verified
+    sources = verified["source"].astype(str)
+    inside = {source: home in Path(source).parents for source in sources.unique()}
+    return verified[sources.map(inside).to_numpy(dtype=bool)]
+
+
 def moe(inv: Inventory, prov: Mapping[str, dict], parts: Mapping[str, schema.Tables],
         steps: Mapping[Path, pd.DataFrame], verified: pd.DataFrame):
     """The MoE runs: every folder holding ``moe_sweep`` runs (a provenance.json of an MoE shape), put together
@@ -391,8 +404,7 @@ def moe(inv: Inventory, prov: Mapping[str, dict], parts: Mapping[str, schema.Tab
             home, {f: prov.get(inv.rel(f)) for f in folders},
             {f: parts[str(f / "capture")] for f in folders if str(f / "capture") in parts},
             [rows.assign(source=str(p)) for p, rows in steps.items() if home in p.parents],
-            verified[verified["source"].map(lambda s: home in Path(str(s)).parents)] if len(verified)
-            else verified))
+            _under(verified, home)))
     if not found:
         return None
     from profkit.sources.moe_runs import MoeRuns
