@@ -13,6 +13,7 @@ executing anything.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -383,6 +384,11 @@ def markdown_reference() -> str:
 
 def empty(table: str) -> pd.DataFrame:
     """An empty frame with the columns and dtypes of ``table``."""
+    return _empty(table).copy(deep=False)  # copy-on-write: the shared empty frame never changes
+
+
+@functools.lru_cache(maxsize=None)
+def _empty(table: str) -> pd.DataFrame:
     return pd.DataFrame({c.name: pd.Series(dtype=c.dtype) for c in _spec(table)})
 
 
@@ -408,9 +414,13 @@ def conform(df: pd.DataFrame, table: str) -> pd.DataFrame:
     if derived:
         df = df.assign(**derived)
     required = columns(table)
+    dtypes = df.dtypes
+    stale = [c for c in _spec(table) if str(dtypes[c.name]) != c.dtype]
+    if not stale and tuple(df.columns[:len(required)]) == tuple(required) and df.index.equals(
+            pd.RangeIndex(len(df))):
+        return df.copy(deep=False)  # already conformed (copy-on-write: nothing is copied)
     out = df[list(required) + [c for c in df.columns if c not in required]]
-    converted = {c.name: as_dtype(out[c.name], c.dtype, table) for c in _spec(table)
-                 if str(out[c.name].dtype) != c.dtype}
+    converted = {c.name: as_dtype(out[c.name], c.dtype, table) for c in stale}
     return (out.assign(**converted) if converted else out).reset_index(drop=True)
 
 
