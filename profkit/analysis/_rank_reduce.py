@@ -7,8 +7,6 @@ too large to hold): same columns, same rules, so :mod:`profkit.analysis.ranks` j
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pandas as pd
 
@@ -81,42 +79,60 @@ def rank_speed(times: pd.DataFrame) -> pd.DataFrame:
 def signatures(decisions: pd.DataFrame, *, by: tuple = ("gpu",), examples: int = 3) -> pd.DataFrame:
     """Ranks grouped by identical picks within each ``by`` scope (:func:`profkit.query.ranks.signatures`).
 
-    A rank's signature is the set of its (op, profile, picks); each group is compared with its scope's largest
-    group (most ranks; the lowest rank on ties) through one rank of each. Returns the ``by`` columns and
-    ``signature``, ``ranks``, ``n_ranks``, ``keys``, ``largest``, ``differs``, ``examples`` ("op bucket"; the
-    bucket alone where ``by`` holds the op).
+    A rank's signature is the set of its (op, profile, picks) as one hash; each group is compared with its
+    scope's largest group (most ranks; the lowest rank on ties) through one rank of each. Returns the ``by``
+    columns and ``signature``, ``ranks``, ``n_ranks``, ``keys``, ``largest``, ``differs``, ``examples``
+    ("op bucket"; the bucket alone where ``by`` holds the op).
     """
     by = list(by)
-    d = decisions[decisions["rank"].notna().to_numpy(dtype=bool)]
-    d = d.assign(rank=d["rank"].astype("int64"), pick=list(zip(d["runner"].astype(str), d["tactic"].astype(str))))
-    keys = [*by, "rank", *(k for k in ("op", "profile") if k not in by)]
-    rk = (d.groupby(keys, dropna=False)
-          .agg(picks=("pick", lambda s: tuple(sorted(set(s)))), bucket=("bucket", "min")).reset_index())
-    rows = []
-    for scope, of_scope in rk.groupby(by, dropna=False, sort=True):
-        per_rank = {r: g.set_index(["op", "profile"]) for r, g in of_scope.groupby("rank", sort=True)}
-        sig = {r: _hash(sorted(zip(g.index, g["picks"]))) for r, g in per_rank.items()}
-        groups: dict[int, list[int]] = {}
-        for r, s in sig.items():
-            groups.setdefault(s, []).append(r)
-        lrep = min(groups.values(), key=lambda ranks: (-len(ranks), ranks[0]))[0]
-        theirs = per_rank[lrep]
-        for s, ranks in groups.items():
-            mine = per_rank[ranks[0]]
-            common = mine.join(theirs[["picks"]].rename(columns={"picks": "picks_l"}), how="inner")
-            changed = common[[a != b for a, b in zip(common["picks"], common["picks_l"])]]
-            changed = changed.reset_index().sort_values(["op", "bucket"], kind="stable")
-            rows.append({**dict(zip(by, scope if isinstance(scope, tuple) else (scope,))), "signature": s,
-                         "ranks": ranks, "n_ranks": len(ranks), "keys": len(mine), "largest": ranks[0] == lrep,
-                         "differs": len(mine) + len(theirs) - 2 * len(common) + len(changed),
-                         "examples": "; ".join(_int(b) if "op" in by else f"{op} {_int(b)}" for op, b in
-                                               zip(changed["op"][:examples], changed["bucket"][:examples]))})
     columns = [*by, "signature", "ranks", "n_ranks", "keys", "largest", "differs", "examples"]
-    return pd.DataFrame(rows, columns=columns)
+    d = decisions[decisions["rank"].notna().to_numpy(dtype=bool)]
+    if d.empty:
+        return pd.DataFrame(columns=columns)
+    d = d.assign(rank=d["rank"].astype("int64"), key=_hashes(d["op"], d["profile"]),
+                 pick=_hashes(d["runner"], d["tactic"]))
+    scope = [*by, "rank"]
+    kp = d.drop_duplicates([*scope, "key", "pick"]).sort_values([*scope, "key"], kind="stable")
+    # A rank's picks at a key: the xor of its distinct picks' hashes (a set hash); its signature: of its keys'.
+    named = {"bucket": ("bucket", "min")} | ({} if "op" in by else {"op": ("op", "first")})
+    rk = kp.groupby([*scope, "key"], dropna=False, sort=False).agg(**named)
+    rk["picks"] = _xor_by(kp["pick"].to_numpy(), [*scope, "key"], kp)
+    rk = rk.reset_index()
+    rk["entry"] = _hashes(rk["key"], rk["picks"])
+    sig = rk.groupby(scope, dropna=False, sort=False).agg(keys=("key", "size")).reset_index()
+    sig["signature"] = _xor_by(rk["entry"].to_numpy(), scope, rk)
+    groups = (sig.sort_values("rank", kind="stable").groupby([*by, "signature"], dropna=False, sort=False)
+              .agg(ranks=("rank", list), n_ranks=("rank", "size"), rep=("rank", "min"), keys=("keys", "first"))
+              .reset_index())
+    lead = groups.sort_values([*by, "n_ranks", "rep"], ascending=[True] * len(by) + [False, True], kind="stable")
+    lead = lead.drop_duplicates(by)[[*by, "rep", "keys"]].rename(columns={"rep": "lrep", "keys": "lkeys"})
+    groups = groups.merge(lead, on=by, how="left")
+    mine = groups[[*by, "signature", "rep"]].merge(rk.rename(columns={"rank": "rep"}), on=[*by, "rep"])
+    theirs = lead[[*by, "lrep"]].merge(rk.rename(columns={"rank": "lrep"}), on=[*by, "lrep"])[[*by, "key", "picks"]]
+    both = mine.merge(theirs, on=[*by, "key"], suffixes=("", "_l")).sort_values(["op", "bucket"], kind="stable")
+    changed = both[(both["picks"] != both["picks_l"]).to_numpy(dtype=bool)]
+    named = changed["bucket"].map(_int) if "op" in by else changed["op"].astype(str) + " " + changed["bucket"].map(_int)
+    cmp = both.groupby([*by, "signature"], dropna=False).size().rename("common").to_frame().join(
+        changed.assign(_n=named).groupby([*by, "signature"], dropna=False)["_n"].agg(
+            changed="size", examples=lambda x: "; ".join(x[:examples])))
+    out = groups.merge(cmp.reset_index(), on=[*by, "signature"], how="left")
+    common, n_changed = out["common"].fillna(0).astype(int), out["changed"].fillna(0).astype(int)
+    out = out.assign(largest=out["rep"] == out["lrep"], differs=out["keys"] + out["lkeys"] - 2 * common + n_changed,
+                     examples=out["examples"].fillna(""))
+    return out.sort_values([*by, "n_ranks", "rep"], ascending=[True] * len(by) + [False, True],
+                           kind="stable")[columns].reset_index(drop=True)
 
 
-def _hash(items) -> int:
-    return int.from_bytes(hashlib.blake2b(repr(items).encode(), digest_size=8).digest(), "little")
+def _hashes(a: pd.Series, b: pd.Series) -> np.ndarray:
+    """One 64-bit hash per row of the pair (a, b)."""
+    return pd.util.hash_pandas_object(pd.DataFrame({"a": a.to_numpy(), "b": b.to_numpy()}), index=False).to_numpy()
+
+
+def _xor_by(values: np.ndarray, keys: list[str], frame: pd.DataFrame) -> np.ndarray:
+    """The xor of ``values`` per run of equal ``keys`` in ``frame`` (sorted by them), one per run in order."""
+    codes = pd.MultiIndex.from_frame(frame[keys]).factorize()[0] if len(keys) > 1 else pd.factorize(frame[keys[0]])[0]
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    return np.bitwise_xor.reduceat(values.astype(np.uint64), starts)
 
 
 def _int(value) -> str:

@@ -2,7 +2,9 @@
 
 The inputs are the small frames :mod:`profkit.query.ranks` reduces a fleet to (or any frame of the same
 columns): each distinct pick of a bucket with its paired log ratio against the bucket's best pick,
-each rank's timings against the other ranks' median, each group of ranks with one signature. The words
+each rank's timings against the other ranks' median, each group of ranks with one signature.
+:func:`repeated_tunings` computes the same frames in memory from one GPU's decisions and candidates (the
+report's ranks and boots) and judges them. The words
 are FlashInfer's accuracy harness's (RFC flashinfer#3920): *regret* (t(pick) / t(best) - 1), *top-1
 agreement* (the share of tunings that picked the best pick) and the *winner-flip rate* (the share of
 pairs of tunings whose picks differ). Every verdict is the one comparison rule's
@@ -362,15 +364,15 @@ def shape_agreement(agreement: pd.DataFrame, groups: pd.DataFrame | None = None)
                         "worst_regret_pct", "verdict", "expected_regret_pct"), "agreement")
     if agreement.empty:
         return empty(SHAPE_COLUMNS)
-    a = agreement.assign(_v=agreement["verdict"].astype("string"),
-                         _w=pd.to_numeric(agreement["worst_regret_pct"]).where(agreement["distinct_picks"] > 1))
+    verdict = agreement["verdict"].astype("string")
+    a = agreement.assign(_v=verdict, _w=pd.to_numeric(agreement["worst_regret_pct"]).where(agreement["distinct_picks"] > 1),
+                         disagree=(agreement["distinct_picks"] > 1).astype(int),
+                         **{v: (verdict == v).fillna(False).astype(int) for v in ("slower", "within_noise", "not_measurable")})
     keys = ["gpu", "op", "shape"]
-    g = a.groupby(keys, sort=True, dropna=False)
-    out = g.agg(ranks=("ranks", "max"), buckets=("bucket", "size"), top1_agreement=("top1_agreement", "mean"),
-                flip_rate=("flip_rate", "mean"), expected_regret_pct=("expected_regret_pct", "mean"))
-    out["disagree"] = g["distinct_picks"].apply(lambda x: int((x > 1).sum()))
-    for verdict in ("slower", "within_noise", "not_measurable"):
-        out[verdict] = g["_v"].apply(lambda x, v=verdict: int((x == v).sum()))
+    out = a.groupby(keys, sort=True, dropna=False).agg(
+        ranks=("ranks", "max"), buckets=("bucket", "size"), top1_agreement=("top1_agreement", "mean"),
+        flip_rate=("flip_rate", "mean"), expected_regret_pct=("expected_regret_pct", "mean"), disagree=("disagree", "sum"),
+        slower=("slower", "sum"), within_noise=("within_noise", "sum"), not_measurable=("not_measurable", "sum"))
     worst = a.dropna(subset=["_w"]).sort_values("_w", ascending=False, kind="stable").drop_duplicates(keys)
     worst = worst.set_index(keys)[["bucket", "worst_regret_pct", "worst_regret_lo_pct", "worst_regret_hi_pct", "_v"]]
     out = out.join(worst.rename(columns={"bucket": "worst_bucket", "_v": "worst_verdict"}))
@@ -398,7 +400,7 @@ def _tuners(d: pd.DataFrame, runs: pd.DataFrame | None) -> pd.DataFrame:
     shapes["n"] = shapes.groupby(["op", "shape"], dropna=False)["run_id"].transform("size")
     peers = shapes.groupby(["run_id", "rank"], dropna=False)["n"].max() - 1
     at = pd.MultiIndex.from_frame(t[["run_id", "rank"]])
-    out = t.assign(tuner=np.arange(len(t)), label=label, path=path, peers=peers.reindex(at).to_numpy())
+    out = t.assign(tuner=np.arange(len(t)), label=label, peers=peers.reindex(at).to_numpy())
     return conform_columns(out, TUNER_COLUMNS)
 
 
