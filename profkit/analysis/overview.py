@@ -442,7 +442,7 @@ def _all_step_rows(data) -> pd.DataFrame:
     return rows
 
 
-_NEW_STATES = ("repaired", "advised", "planned", "v2-graph", "v2-eager")
+NEW_STATES = ("repaired", "advised", "planned", "ported", "blind", "v2-graph", "v2-eager")
 
 
 def comparison_changes(rows: pd.DataFrame) -> pd.DataFrame:
@@ -450,7 +450,7 @@ def comparison_changes(rows: pd.DataFrame) -> pd.DataFrame:
 
     Per :func:`~profkit.analysis.step.step_comparisons` (a run, or a set of runs in separate
     processes): :func:`~profkit.analysis.step.measured_step_change` of every state against
-    ``untuned``, and of the states of :data:`_NEW_STATES` (repaired, advised, planned, v2 policies)
+    ``untuned``, and of the states of :data:`NEW_STATES` (repaired, advised, planned, ported, blind, v2 policies)
     against the tuned cache (``cache``, else ``tuned``).
 
     Returns:
@@ -471,7 +471,7 @@ def comparison_changes(rows: pd.DataFrame) -> pd.DataFrame:
         for baseline in [b for b in ("untuned", tuned) if b is not None and b in states]:
             m = step.measured_step_change(g, baseline=baseline)
             if baseline != "untuned":
-                m = m[m["state"].isin(_NEW_STATES).to_numpy(dtype=bool)]
+                m = m[m["state"].isin(NEW_STATES).to_numpy(dtype=bool)]
             if len(m):
                 out.append(m.assign(where=where, baseline=baseline, loaded_cache=[loaded.get(str(x), "") for x in m["state"]]))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()

@@ -5,6 +5,7 @@ Every builder here formats fields of :class:`profkit.analysis.overview.Overview`
 
 from __future__ import annotations
 
+from profkit.analysis.overview import NEW_STATES
 from profkit.report import _text as T
 from profkit.report._figures import per_op, small_multiples, step_times_grid
 from profkit.report._main import moe_figures, moe_model_line
@@ -183,7 +184,6 @@ def step_times_section(ctx: ReportContext) -> Section | None:
                    tuple(figures), page="step", collapsed=True)
 
 
-_NEW_STATES = ("repaired", "advised", "planned", "v2-graph", "v2-eager")
 
 
 def step_sets_section(ctx: ReportContext) -> Section | None:
@@ -200,7 +200,7 @@ def step_sets_section(ctx: ReportContext) -> Section | None:
                                + (f", {x.not_measurable} not measurable" if x.not_measurable else "")
                                for x in h.itertuples(index=False))
             same = h["same_kernels"].dropna()
-            if state in _NEW_STATES and len(same):
+            if state in NEW_STATES and len(same):
                 versus += f"; ran untuned's kernels at every linear at {int(same.iloc[0])} of {int(h['sizes'].iloc[0])} sizes"
             parts.append(f"**{state}** {versus}")
         lines.append(f"- {model} {dtype} ({where}), {T.count(int(g['sizes'].max()), 'size')}: " + " | ".join(parts) + ".")
@@ -230,7 +230,7 @@ def step_set_figures_section(ctx: ReportContext) -> Section | None:
     figures = []
     for where, model, dtype, rows in ctx.results.step_comparisons:
         states = [s for s in STATE_ORDER if (rows["state"] == s).any()]
-        new = [s for s in states if s in _NEW_STATES]
+        new = [s for s in states if s in NEW_STATES]
         if not new:
             continue
         figures.append(FigureSpec(

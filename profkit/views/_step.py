@@ -16,17 +16,22 @@ from profkit.schema import require
 from profkit.views._style import ACCENT, add_note, empty_axes, figure_and_axes, log2_bucket_axis, styled
 
 # Known states first, in this order; one colour and marker each in every figure.
-STATE_ORDER = ("untuned", "tuned", "cache", "repaired", "advised", "planned", "v2-graph", "v2-eager", "torch")
+STATE_ORDER = ("untuned", "tuned", "cache", "repaired", "advised", "planned", "ported", "blind", "v2-graph", "v2-eager",
+               "torch")
 STATE_COLOURS = {"untuned": "#616161", "tuned": ACCENT, "cache": "#4a9fd8", "repaired": "#2e7d32",
-                 "advised": "#8e24aa", "planned": "#c2185b", "v2-graph": "#00897b", "v2-eager": "#80cbc4",
+                 "advised": "#8e24aa", "planned": "#c2185b", "ported": "#f9a825", "blind": "#bcaaa4",
+                 "v2-graph": "#00897b", "v2-eager": "#80cbc4",
                  "torch": "#e07b00"}
 STATE_MARKERS = {"untuned": "o", "tuned": "s", "cache": "D", "repaired": "P", "advised": "X", "planned": "*",
+                 "ported": "h", "blind": "d",
                  "v2-graph": "v", "v2-eager": "<", "torch": "^"}
 STATE_LABELS = {"untuned": "untuned (FlashInfer fallback)", "tuned": "tuned (same process, after the tuning pass)",
                 "cache": "cache (the tuned cache.json loaded)",
                 "repaired": "repaired (the profkit repair file loaded)",
                 "advised": "advised (the advise plan's cache loaded)",
                 "planned": "planned (same process, tuned by the advise plan)",
+                "ported": "ported (another GPU's shortlist re-timed here: profkit port)",
+                "blind": "blind (another GPU's cache file as it is, made to load)",
                 "v2-graph": "v2-graph (autotune_v2, CUDA graph, cold L2)",
                 "v2-eager": "v2-eager (autotune_v2, eager)", "torch": "torch (plain torch linears)"}
 
