@@ -162,18 +162,24 @@ def _scan_cache_lines(path: Path, problems: list) -> list[dict]:
     return rows
 
 
+def _documents(inv: Inventory, kind: str, problems: list):
+    """(path, JSON document) of each file of ``kind`` that parses; each one that does not is named in ``problems``."""
+    for p in inv.paths(kind):
+        try:
+            doc, _ = load_json(Input(name=str(p), path=str(p)))
+        except ProfkitError as exc:
+            problems.append(str(exc))
+            continue
+        yield p, doc
+
+
 def provenance(inv: Inventory, problems: list) -> dict[str, dict]:
     """Each provenance.json, by folder (relative to the root); one that is no JSON object with an ``env`` object
     is named. Commands have their secrets masked."""
     from profkit.sources.env import mask_secrets
 
     out = {}
-    for p in inv.paths("provenance"):
-        try:
-            doc, _ = load_json(Input(name=str(p), path=str(p)))
-        except ProfkitError as exc:
-            problems.append(str(exc))
-            continue
+    for p, doc in _documents(inv, "provenance", problems):
         if not isinstance(doc, dict) or not isinstance(doc.get("env", {}), dict):
             what = type(doc).__name__ if not isinstance(doc, dict) else f"an 'env' that is a {type(doc['env']).__name__}"
             problems.append(f"{p}: expected a JSON object with an 'env' object, found {what}; skipped")
@@ -201,12 +207,7 @@ def port_prices(inv: Inventory, prov: Mapping[str, dict], problems: list) -> pd.
 
     rows = []
     ported = set(inv.paths("bench"))
-    for p in inv.paths("port_price"):
-        try:
-            doc, _ = load_json(Input(name=str(p), path=str(p)))
-        except ProfkitError as exc:
-            problems.append(str(exc))
-            continue
+    for p, doc in _documents(inv, "port_price", problems):
         times = {k: as_float(doc.get(k)) if isinstance(doc, dict) else None
                  for k in ("port_cold_s", "port_warm_s", "tune_s", "tune_warm_s")}
         if None in (times["port_cold_s"], times["tune_s"]):
