@@ -18,6 +18,7 @@ call) are counted once the reader has read two of them as repeats. :func:`feed` 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import math
 import re
@@ -251,100 +252,161 @@ def _float(text: str) -> float | None:
 
 
 # -- driving a reader ------------------------------------------------------------------------------
-def _blocks(stream: BinaryIO, whole_end: bool) -> Iterator[bytes]:
-    """The stream in blocks that end at a line end (the last may not; ``whole_end`` adds one there)."""
+def _blocks(stream: BinaryIO, whole_end: bool, free: collections.deque) -> Iterator[bytes | bytearray]:
+    """The stream in blocks that end at a line end (the last may not; ``whole_end`` adds one there), read into
+    buffers the caller hands back in ``free`` once done with them (fresh memory costs a page fault per 4 KiB)."""
     if stream.peek(2)[:2] in _UTF16_BOMS:
         text, _ = inputs.decode(stream.read(inputs.TEXT_LIMIT))
         yield text.encode("utf-8", errors="replace")
         return
     carry, cr_only = b"", None
-    while data := stream.read(BLOCK):
+    while True:
+        data = _buffer(free, len(carry) + BLOCK)
+        data[:len(carry)] = carry
+        read = stream.readinto(memoryview(data)[len(carry):])
+        if not read:
+            break
+        del data[len(carry) + read:]
         if cr_only is None:  # old Mac line ends: the first 8 MiB hold CRs and no LF at all
             cr_only = b"\n" not in data and data.count(b"\r") > 1
         if cr_only:
             data = data.replace(b"\r", b"\n")
-        data = carry + data if carry else data
         cut = data.rfind(b"\n") + 1
         if cut == 0 and len(data) > inputs.LINE_LIMIT:
             cut = len(data)  # a line too long to hold: handed on in pieces, each read as a cut record
-        carry = data[cut:]
+        carry = bytes(data[cut:])
+        del data[cut:]
         if cut:
-            yield data[:cut]
+            yield data
     if carry:
         yield carry + b"\n" if whole_end else carry
 
 
+def _buffer(free: collections.deque, size: int) -> bytearray:
+    """A buffer of ``size`` bytes: one handed back, resized in place, else a new one."""
+    while free:
+        data = free.popleft()
+        try:
+            if len(data) > size:
+                del data[size:]
+            elif len(data) < size:
+                data += memoryview(bytes(size - len(data)))
+            return data
+        except BufferError:  # something still holds a view of it
+            continue
+    return bytearray(size)
+
+
+@dataclasses.dataclass
+class _Block:
+    """A block of lines, with what the bulk path found in it: made by the reading thread (:func:`_prepared`)."""
+
+    data: bytes | bytearray
+    starts: list[int]  # where each line starts, then where the last one ends
+    stops: list[int]  # repeat_stops
+    plain: PlainCandidates
+    segments: list[tuple[int, int, int, int, int]]  # runs of plain lines: first, stop, first line, last line, shapes
+
+
+def _prepared(blocks: Iterator[bytes | bytearray], bulk: bool) -> _Block | None:
+    """The next block and what the bulk path finds in it, or None after the last one."""
+    data = next(blocks, None)
+    if data is None:
+        return None
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
+    plain = plain_candidates(data, ends) if bulk else PlainCandidates.none()
+    starts = [0, *(ends + 1).tolist()]
+    if starts[-1] < len(data):
+        starts.append(len(data))  # the last line, without its line end
+    stops = repeat_stops(data, ends, plain.rows) if bulk else []
+    return _Block(data, starts, stops, plain, _segments(plain))
+
+
 def feed(reader: Reader, item: inputs.Input, progress: Callable[[int], object] | None = None, *,
          bulk: bool = True) -> None:
-    """Read every line of ``item`` into ``reader``: plain candidates in bulk (unless not ``bulk``), the rest one by one."""
+    """Read every line of ``item`` into ``reader``: plain candidates in bulk (unless not ``bulk``), the rest one by one.
+
+    A thread reads the next block and finds its plain candidates (numpy and pyarrow, which let the reader go on
+    meanwhile) while this one feeds the reader; ``progress`` is called here, in the caller's thread.
+    """
     lineno = replaced = 0
     whole_end = item.text is not None  # text given is whole: its last line needs no line end
-    with item.open(progress=progress) as stream:
-        for data in _blocks(stream, whole_end):
-            ends = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
-            plain = plain_candidates(data, ends) if bulk else PlainCandidates.none()
-            starts = [0, *(ends + 1).tolist()]
-            if starts[-1] < len(data):
-                starts.append(len(data))  # the last line, without its line end
-            lines = len(starts) - 1
-
-            stops = repeat_stops(data, ends, plain.rows) if bulk else []
-
-            def general(first: int, stop: int) -> None:
-                nonlocal replaced
-                i, before = first, None  # before: the previous line, when the reader read it as a repeat
-                while i < stop:
-                    raw = data[starts[i]:starts[i + 1]]
-                    try:
-                        text = raw.decode("utf-8")
-                    except UnicodeDecodeError:
-                        text = raw.decode("utf-8", errors="replace")
-                        replaced += 1
-                    repeated = reader.line(lineno + i + 1, text)
-                    i += 1
-                    if repeated and before is not None and i < len(stops) and stops[i] > i:
-                        # lines i.. repeat the two lines before them, which the reader read as repeats: count them
-                        run = min(stops[i], stop) - i
-                        if reader.repeat(before, (run + 1) // 2) and (run < 2 or reader.repeat(text, run // 2)):
-                            i, repeated = i + run, False
-                    before = text if repeated else None
-
-            # Per plain line, as Python lists: sliced per segment below, never indexed through numpy there.
-            rows, shape = plain.rows.tolist(), plain.shape.tolist()
-            codes = np.array([reader.cands.code(text) for text in plain.runners], dtype=np.int64)
-            runners = codes[plain.runner].tolist()
-            codes = np.array([reader.cands.tactic_code(text) for text in plain.tactics], dtype=np.int64)
-            tactics = codes[plain.tactic].tolist()
-            times = plain.time_ms.tolist()
-            done = 0
-            for first, stop in _segments(plain):
-                row = rows[first]
-                general(done, row)
-                shapes = plain.shapes[shape[first]]
-                if not reader.continues_in_bulk(shapes):  # it opens a group, or meets a pending failure or warning
-                    ts = data[starts[row]:starts[row] + g.TIMESTAMP_LENGTH].decode()
-                    parsed = g.Candidate(plain.runners[plain.runner[first]], plain.tactics[plain.tactic[first]], shapes,
-                                         times[first])
-                    if not reader.opening_candidate(lineno + row + 1, ts, parsed):
-                        general(row, row + 1)
-                    first += 1
-                    if first < stop and not reader.continues_in_bulk(shapes):
-                        general(row + 1, rows[stop - 1] + 1)
-                        first = stop
-                if first < stop:
-                    reader.candidate_block(range(lineno + rows[first] + 1, lineno + rows[stop - 1] + 2),
-                                           runners[first:stop], tactics[first:stop], times[first:stop])
-                done = rows[stop - 1] + 1
-            general(done, lines)
-            lineno += lines
+    read = collections.deque()  # file bytes the reading thread read, reported here
+    free = collections.deque()  # buffers of blocks fed, for the reading thread to fill again
+    with item.open(progress=read.append if progress is not None else None) as stream, \
+            concurrent.futures.ThreadPoolExecutor(1) as ahead:
+        blocks = _blocks(stream, whole_end, free)
+        pending = ahead.submit(_prepared, blocks, bulk)
+        while (block := pending.result()) is not None:
+            pending = ahead.submit(_prepared, blocks, bulk)
+            while read:
+                progress(read.popleft())
+            replaced += _feed_block(reader, block, lineno)
+            lineno += len(block.starts) - 1
+            if type(block.data) is bytearray:
+                free.append(block.data)
+            del block
+        while read:
+            progress(read.popleft())
     reader.finish(lineno, replaced, item.damage)
 
 
-def _segments(plain: PlainCandidates) -> list[tuple[int, int]]:
-    """(first, stop) ranges of consecutive plain lines with the same shapes."""
+def _feed_block(reader: Reader, block: _Block, lineno: int) -> int:
+    """Feed one block's lines (the first is line ``lineno + 1``); returns how many had bytes that are not UTF-8."""
+    data, starts, stops, plain = block.data, block.starts, block.stops, block.plain
+    replaced = 0
+
+    def general(first: int, stop: int) -> None:
+        nonlocal replaced
+        i, before = first, None  # before: the previous line, when the reader read it as a repeat
+        while i < stop:
+            raw = data[starts[i]:starts[i + 1]]
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text = raw.decode("utf-8", errors="replace")
+                replaced += 1
+            repeated = reader.line(lineno + i + 1, text)
+            i += 1
+            if repeated and before is not None and i < len(stops) and stops[i] > i:
+                # lines i.. repeat the two lines before them, which the reader read as repeats: count them
+                run = min(stops[i], stop) - i
+                if reader.repeat(before, (run + 1) // 2) and (run < 2 or reader.repeat(text, run // 2)):
+                    i, repeated = i + run, False
+            before = text if repeated else None
+
+    runners = np.array([reader.cands.code(text) for text in plain.runners], dtype=np.int64)[plain.runner]
+    tactics = np.array([reader.cands.tactic_code(text) for text in plain.tactics], dtype=np.int64)[plain.tactic]
+    done = 0
+    for first, stop, row, last, shape in block.segments:
+        general(done, row)
+        shapes = plain.shapes[shape]
+        if not reader.continues_in_bulk(shapes):  # it opens a group, or meets a pending failure or warning
+            ts = data[starts[row]:starts[row] + g.TIMESTAMP_LENGTH].decode()
+            parsed = g.Candidate(plain.runners[plain.runner[first]], plain.tactics[plain.tactic[first]], shapes,
+                                 float(plain.time_ms[first]))
+            if not reader.opening_candidate(lineno + row + 1, ts, parsed):
+                general(row, row + 1)
+            first += 1
+            if first < stop and not reader.continues_in_bulk(shapes):
+                general(row + 1, last + 1)
+                first = stop
+        if first < stop:
+            reader.candidate_block(range(lineno + last + 2 - (stop - first), lineno + last + 2),
+                                   runners[first:stop], tactics[first:stop], plain.time_ms[first:stop])
+        done = last + 1
+    general(done, len(starts) - 1)
+    return replaced
+
+
+def _segments(plain: PlainCandidates) -> list[tuple[int, int, int, int, int]]:
+    """(first, stop, first line, last line, shapes code) of each run of consecutive plain lines with the same
+    shapes."""
     if not len(plain.rows):
         return []
     new = np.ones(len(plain.rows), dtype=bool)
     new[1:] = (np.diff(plain.rows) != 1) | (np.diff(plain.shape) != 0)
     first = np.flatnonzero(new)
-    return list(zip(first.tolist(), [*first[1:].tolist(), len(plain.rows)]))
+    stop = np.append(first[1:], len(plain.rows))
+    return list(zip(first.tolist(), stop.tolist(), plain.rows[first].tolist(), plain.rows[stop - 1].tolist(),
+                    plain.shape[first].tolist()))

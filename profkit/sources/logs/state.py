@@ -6,6 +6,10 @@ Each is a small named dataclass; the reader (reader.py) moves between them.
 from __future__ import annotations
 
 import dataclasses
+from array import array
+from itertools import repeat
+
+import numpy as np
 
 from profkit.sources.logs.grammar import Bar
 
@@ -136,18 +140,18 @@ class Odd:
 class Candidates:
     """Every candidate of a source, column by column, in log order.
 
-    Runner reprs and tactic texts are kept once, rows hold their codes; rows are plain
-    ``status="ok"`` unless ``odd`` holds an :class:`Odd` for them.
+    Columns are C arrays (no object per value); runner reprs and tactic texts are kept once, rows hold their
+    codes; rows are plain ``status="ok"`` unless ``odd`` holds an :class:`Odd` for them.
     """
 
     def __init__(self):
-        self.group: list[int] = []
-        self.line: list[int] = []
-        self.runner: list[int] = []  # the runner's repr, as its index in ``reprs``
+        self.group = array("q")
+        self.line = array("q")
+        self.runner = array("q")  # the runner's repr, as its index in ``reprs``
         self.reprs: dict[str, int] = {}
-        self.tactic: list[int] = []  # the tactic as printed, as its index in ``tactics``
+        self.tactic = array("q")  # the tactic as printed, as its index in ``tactics``
         self.tactics: dict[str, int] = {}
-        self.time: list[float] = []
+        self.time = array("d")
         self.odd: dict[int, Odd] = {}
         self.counts: dict[int, int] = {}  # rows per group
 
@@ -164,14 +168,15 @@ class Candidates:
         self.tactic.append(self.tactic_code(tactic))
         self.time.append(time_ms)
 
-    def extend(self, gid: int, lines: range, runners: list[int], tactics: list[int], times: list[float]) -> None:
-        """Plain rows of one group, many at once (the bulk path); runners and tactics are codes."""
-        self.group.extend([gid] * len(lines))
+    def extend(self, gid: int, lines: range, runners: np.ndarray, tactics: np.ndarray, times: np.ndarray) -> None:
+        """Plain rows of one group, many at once (the bulk path); runners and tactics are codes (int64), times
+        float64."""
+        self.group.extend(repeat(gid, len(lines)))
         self.counts[gid] = self.counts.get(gid, 0) + len(lines)
         self.line.extend(lines)
-        self.runner.extend(runners)
-        self.tactic.extend(tactics)
-        self.time.extend(times)
+        self.runner.frombytes(runners.view(np.uint8))
+        self.tactic.frombytes(tactics.view(np.uint8))
+        self.time.frombytes(times.view(np.uint8))
 
     def code(self, runner: str) -> int:
         return self.reprs.setdefault(runner, len(self.reprs))
