@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import DATA
+from conftest import DATA, TEST_DATA
 from profkit.analysis import _rank_reduce as reduce_in_memory
 from profkit.analysis import ranks as judge
 
@@ -122,6 +122,24 @@ def test_no_section_without_two_runs_of_one_shape():
     assert m.ranks[H200].agreement.empty and m.ranks[H200].tunings.empty
     assert report.ranks_section(_context(m)) is None
     assert report.ranks_section(report.ReportContext(data=m.data, results=m.results)) is None  # no model: nothing
+
+
+def test_two_ranks_of_one_debug_log_that_agree_form_one_group():
+    import profkit
+    from profkit import report
+    from profkit.report._model import build_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        m = build_model(profkit.open([TEST_DATA / "log_interleaved_ranks" / "server.log"]))
+    (answers,) = m.ranks.values()
+    assert answers.tuners["label"].tolist() == ["log_interleaved_ranks/server.log rank 0",
+                                                "log_interleaved_ranks/server.log rank 1"]
+    assert answers.groups["n_ranks"].tolist() == [2] and answers.groups["examples"].tolist() == [""]
+    shape = answers.shapes.iloc[0]
+    assert (shape["disagree"], shape["top1_agreement"], shape["flip_rate"], shape["groups"]) == (0, 1.0, 0.0, 1)
+    text = report.ranks_section(_context(m)).text
+    assert "the tunings disagree in 0 of 3 buckets" in text and "log_interleaved_ranks/server.log rank 0, " in text
 
 
 def _tunings(rows) -> pd.DataFrame:

@@ -112,13 +112,14 @@ def signatures(decisions: pd.DataFrame, *, by: tuple = ("gpu",), examples: int =
     both = mine.merge(theirs, on=[*by, "key"], suffixes=("", "_l")).sort_values(["op", "bucket"], kind="stable")
     changed = both[(both["picks"] != both["picks_l"]).to_numpy(dtype=bool)]
     named = changed["bucket"].map(_int) if "op" in by else changed["op"].astype(str) + " " + changed["bucket"].map(_int)
-    cmp = both.groupby([*by, "signature"], dropna=False).size().rename("common").to_frame().join(
-        changed.assign(_n=named).groupby([*by, "signature"], dropna=False)["_n"].agg(
-            changed="size", examples=lambda x: "; ".join(x[:examples])))
-    out = groups.merge(cmp.reset_index(), on=[*by, "signature"], how="left")
+    at = [*by, "signature"]
+    changed_at = changed.assign(_n=named).groupby(at, dropna=False)["_n"]
+    cmp = pd.concat([both.groupby(at, dropna=False).size().rename("common"), changed_at.size().rename("changed"),
+                     changed_at.agg(lambda x: "; ".join(x[:examples])).rename("examples")], axis=1)
+    out = groups.merge(cmp.reset_index(), on=at, how="left")
     common, n_changed = out["common"].fillna(0).astype(int), out["changed"].fillna(0).astype(int)
     out = out.assign(largest=out["rep"] == out["lrep"], differs=out["keys"] + out["lkeys"] - 2 * common + n_changed,
-                     examples=out["examples"].fillna(""))
+                     examples=[e if isinstance(e, str) else "" for e in out["examples"]])
     return out.sort_values([*by, "n_ranks", "rep"], ascending=[True] * len(by) + [False, True],
                            kind="stable")[columns].reset_index(drop=True)
 
