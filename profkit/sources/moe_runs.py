@@ -74,7 +74,9 @@ def assemble_moe_runs(root: Path, provenance: dict, captures: dict, steps: list,
                                                  "winners")})
             row.update({f"verify_{name}_s": s for name, s in (prov.get("verify_s") or {}).items()})
         tables = captures.get(folder)
-        if tables is not None:
+        if tables is not None and len(tables.runs):  # the capture's id: the catalogue's, where it renamed the run
+            row["run_id"] = str(tables.runs["run_id"].iloc[0])
+        elif tables is not None:
             row.setdefault("run_id", str(tables.winners["run_id"].iloc[0]) if len(tables.winners) else None)
         rows.append(row)
     step = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
