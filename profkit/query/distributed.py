@@ -6,15 +6,34 @@ read, as Nsight Systems' recipes do (``--mode dask-futures``). Without an addres
 ``DASK_SCHEDULER_ADDRESS``), more than one task and more than one worker start a LocalCluster of
 ``workers`` processes; one task or one worker runs here, in this process. With an existing cluster, the
 output folder must be one its workers can write and this process can read (a shared file system).
+
+On Linux the LocalCluster's workers are forked from this process (Dask spawns them by default): they start
+with profkit, pandas and pyarrow already imported, in about 0.4 s instead of 3-5 s on a loaded 2-core machine
+(:func:`start_method`).
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
+import sys
 from typing import Callable, Sequence
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
+
+
+def start_method() -> str:
+    """How LocalCluster workers start: Dask's ``distributed.worker.multiprocessing-method`` when set to other than
+    its default ``spawn``; else ``fork`` on Linux (a copy of this process, imports done), ``spawn`` elsewhere
+    (forking a process that holds system frameworks is not safe on macOS)."""
+    import dask
+
+    chosen = dask.config.get("distributed.worker.multiprocessing-method")
+    if chosen != "spawn":
+        return chosen
+    return "fork" if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods() \
+        else "spawn"
 
 
 def scheduler_address(given: str | None) -> str | None:
@@ -53,13 +72,16 @@ class Runner:
 
     def _connect(self):
         if self._client is None:
+            import dask
             from distributed import Client, LocalCluster
 
             if self.address is not None:
                 self._client = Client(self.address)
             else:
-                self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=self.processes,
-                                             dashboard_address=None, silence_logs=logging.ERROR)
+                with dask.config.set({"distributed.worker.multiprocessing-method": start_method()}):
+                    self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
+                                                 processes=self.processes, dashboard_address=None,
+                                                 silence_logs=logging.ERROR)
                 self._client = Client(self._cluster)
         return self._client
 
