@@ -19,6 +19,11 @@ wall and by CPU time (target: >= 50% of a bare read; CPU time is the steadier on
 resident set while reading, less what it held before) beside the file's size (target: <= 3x).
 With ``--files N`` it also reads N logs of ``--lines / N`` lines as one list, in one process and
 with the process pool read_log uses for several files, and prints the ratio of their wall times.
+With ``--dask N`` it parses N such logs the way ``profkit ranks`` does (one task per log: read, then
+saved as parquet; :mod:`profkit.query.distributed`), in this process and on a 2-worker LocalCluster,
+and prints the cluster's start-up on its own, the parse on the started cluster, both ratios to one
+process (target: at most 0.6x), the tasks' CPU seconds and the load average (a second worker only
+helps when a second core is free).
 Each timing is the best of ``--repeat`` runs. No assertion: this is a measurement.
 """
 
@@ -142,12 +147,53 @@ def several(sources: list[Path], lines: int, files: int, folder: Path, repeat: i
           f"pool of {min(files, os.cpu_count() or 1)} {pool:.3f} s = {pool / one:.2f}x of one process")
 
 
+def _parse(task: tuple) -> float:
+    """One log read and saved as ``profkit ranks`` does it; returns the CPU seconds it took."""
+    from profkit.query.fleet import _convert_task
+
+    start = time.process_time()
+    _convert_task(task)
+    return time.process_time() - start
+
+
+def dask(sources: list[Path], lines: int, files: int, folder: Path, repeat: int) -> None:
+    """Parse ``files`` logs of ``lines / files`` lines each: in this process, then on a 2-worker LocalCluster."""
+    from profkit.query.distributed import Runner
+
+    paths = []
+    for k in range(files):
+        paths.append(folder / f"rank{k}.log")
+        build(sources, lines // files, paths[-1], seed=k)
+    tasks = [("log", str(p), str(folder / "tables" / f"{i:06d}")) for i, p in enumerate(paths)]
+    one = start = cold = warm = math.inf
+    for _ in range(repeat):  # interleaved, as in several()
+        t = time.perf_counter()
+        cpu_one = sum(Runner(workers=1).map(_parse, tasks))
+        one = min(one, time.perf_counter() - t)
+        t = time.perf_counter()
+        with Runner(workers=2).start() as runner:
+            started = time.perf_counter()
+            cpu_two = sum(runner.map(_parse, tasks))
+            parsed = time.perf_counter()
+            runner.map(_parse, tasks)  # again, on the cluster already started and warm
+            warm = min(warm, time.perf_counter() - parsed)
+        start, cold = min(start, started - t), min(cold, parsed - t)
+    print(f"{files} logs of {lines // files:,}+ lines parsed (read, saved), load average {os.getloadavg()[0]:.1f}: "
+          f"one process {one:.2f} s ({cpu_one:.2f} s CPU in tasks); 2-worker LocalCluster {cold:.2f} s = "
+          f"{cold / one:.2f}x, of which start-up {start:.2f} s; on the started cluster {cold - start:.2f} s = "
+          f"{(cold - start) / one:.2f}x, again when warm {warm:.2f} s = {warm / one:.2f}x ({cpu_two:.2f} s CPU in "
+          "tasks; target: at most 0.6x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--log", type=Path, nargs="+", help="logs to repeat (default: every shipped H200 log)")
     parser.add_argument("--keep", type=Path, help="write the built log here and keep it (else a temporary file)")
     parser.add_argument("--files", type=int, default=0, help="also read this many logs as one list (pool vs one)")
+    parser.add_argument("--dask", type=int, default=0, help="also parse this many logs on a 2-worker LocalCluster")
+    parser.add_argument("--single", action=argparse.BooleanOptionalAction, default=True,
+                        help="time the one big log (--no-single: only --files / --dask)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     sources = args.log or sorted(p for pattern in SHIPPED for p in ROOT.glob(pattern))
@@ -157,9 +203,12 @@ def main() -> None:
             build(sources, args.lines, path)
         with open(path, "rb") as f:
             n = sum(1 for _ in f)
-        single(path, n, sources, args.repeat)
+        if args.single:
+            single(path, n, sources, args.repeat)
         if args.files:
             several(sources, args.lines, args.files, Path(tmp), args.repeat)
+        if args.dask:
+            dask(sources, args.lines, args.dask, Path(tmp), args.repeat)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,13 @@ class Runner:
         """True when every task runs in this process."""
         return self.address is None and self.workers <= 1
 
+    def start(self) -> Runner:
+        """Start (or connect to) the cluster now, when there is one to use; the first map that needs it does
+        otherwise."""
+        if not self.local:
+            self._connect()
+        return self
+
     def map(self, fn: Callable, tasks: Sequence) -> list:
         """``[fn(t) for t in tasks]`` (``fn`` picklable, tasks independent), in task order."""
         tasks = list(tasks)
@@ -78,7 +85,10 @@ class Runner:
             if self.address is not None:
                 self._client = Client(self.address)
             else:
-                with dask.config.set({"distributed.worker.multiprocessing-method": start_method()}):
+                # No statistical profiler in the workers: it samples every 10 ms (5-8% of a task's CPU) for a
+                # dashboard this cluster does not serve.
+                with dask.config.set({"distributed.worker.multiprocessing-method": start_method(),
+                                      "distributed.worker.profile.enabled": False}):
                     self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
                                                  processes=self.processes, dashboard_address=None,
                                                  silence_logs=logging.ERROR)
