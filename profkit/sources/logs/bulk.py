@@ -18,7 +18,6 @@ call) are counted once the reader has read two of them as repeats. :func:`feed` 
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import dataclasses
 import math
 import re
@@ -137,19 +136,15 @@ def _line_minimum(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nda
     return np.minimum.reduceat(a.view(np.int8), bounds)[0::2]
 
 
-def _printable(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Per line [start, end): no byte below 14 (``\\r``, ``\\t``, NUL, ...) and none above 127 (not ASCII)."""
-    return _line_minimum(a, starts, ends) >= 14  # an empty line reads its line end: not printable
-
-
-def _texts(data: bytes, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
-    """The texts data[start:end] of increasing, non-overlapping spans (ASCII), as one pyarrow array."""
+def _texts(data: bytes, starts: np.ndarray, ends: np.ndarray, kind: pa.DataType = pa.string()) -> pa.Array:
+    """The texts data[start:end] of increasing, non-overlapping spans (ASCII; any bytes for ``pa.binary()``), as one
+    pyarrow array."""
     offsets = np.empty(2 * len(starts), dtype=np.int32)
     offsets[0::2], offsets[1::2] = starts, ends
     if not len(starts):
-        return pa.array([], pa.string())
+        return pa.array([], kind)
     # Values alternate: a span, then the text up to the next span (never read, never copied).
-    every = pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(data))
+    every = pa.Array.from_buffers(kind, len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     return every.take(pa.array(np.arange(0, len(offsets), 2)))
 
 
@@ -166,7 +161,7 @@ def _kept(codes: np.ndarray, texts: list[str], keep: np.ndarray) -> tuple[np.nda
     return (np.cumsum(used) - 1)[codes], [text for text, u in zip(texts, used.tolist()) if u]
 
 
-def plain_candidates(data: bytes, ends: np.ndarray) -> PlainCandidates:
+def plain_candidates(data: bytes, ends: np.ndarray, low: np.ndarray | None = None) -> PlainCandidates:
     """The lines of ``data`` (newline positions ``ends``) that are plain candidate lines, parsed.
 
     A plain line: printable ASCII (no ``\\r``), starts "20", the block's first candidate header, no second
@@ -174,6 +169,7 @@ def plain_candidates(data: bytes, ends: np.ndarray) -> PlainCandidates:
     the last ", avg_time " and a number Python's float reads: the general path's own tests. The places are found by
     :meth:`_Words.find`; a line whose runner, tactic or shapes text holds "> ", ", shapes=" or a record header (the
     line held a pattern twice, or another record) is left to the general path, and so is one whose time is no number.
+    ``low``: each line's :func:`_line_minimum`, when known.
     """
     header = _HEADER.search(data)
     if header is None or not len(ends):
@@ -185,7 +181,7 @@ def plain_candidates(data: bytes, ends: np.ndarray) -> PlainCandidates:
     runner_at = starts + g.TIMESTAMP_LENGTH + len(head) - 1  # the "<"
     ok = (runner_at + 12 < ends) & (a[starts] == ord("2")) & (a[np.minimum(starts + 1, len(a) - 1)] == ord("0"))
     ok[ok] = (a[starts[ok] + 19] == ord(",")) & (a[runner_at[ok]] == ord("<"))
-    ok &= _printable(a, starts, ends)
+    ok &= (_line_minimum(a, starts, ends) if low is None else low) >= 14  # printable ASCII: no \r, \t, NUL, ...
     rows = np.flatnonzero(ok)
     line_end = ends[rows]
     close = words.find(b"> ", runner_at[rows], line_end)
@@ -220,25 +216,27 @@ def plain_candidates(data: bytes, ends: np.ndarray) -> PlainCandidates:
     return PlainCandidates(rows[keep], runner, runners, tactic, tactics, shape, shapes, time_ms[keep])
 
 
-def repeat_stops(data: bytes, ends: np.ndarray, plain_rows: np.ndarray) -> list[int]:
+def repeat_stops(data: bytes, ends: np.ndarray, plain_rows: np.ndarray, low: np.ndarray | None = None) -> list[int]:
     """For each line of ``data`` (newline positions ``ends``): where the run of lines from it on ends in which
     each is ASCII and, after its timestamp, the same as the line two before it (its own index when it is not).
+    ``low``: each line's :func:`_line_minimum`, when known.
 
     A fallback call outside tuning prints two such lines per call (the message and its "Generated key").
     """
-    a = np.frombuffer(data, np.uint8)
     starts = np.concatenate(([0], ends[:-1] + 1))
     length = ends - starts
     candidate = np.zeros(len(ends), dtype=bool)
     candidate[2:] = (length[2:] == length[:-2]) & (length[2:] > g.TIMESTAMP_LENGTH)
     candidate[plain_rows] = False
     if candidate.any():
-        candidate &= _line_minimum(a, starts, ends) >= 0  # ASCII
+        low = _line_minimum(np.frombuffer(data, np.uint8), starts, ends) if low is None else low
+        candidate &= low >= 0  # ASCII
     at = np.flatnonzero(candidate)
     same = np.zeros(len(ends), dtype=bool)
-    same[at] = [data[i:j] == data[k:m] for i, j, k, m in zip((starts[at] + g.TIMESTAMP_LENGTH).tolist(), ends[at].tolist(),
-                                                             (starts[at - 2] + g.TIMESTAMP_LENGTH).tolist(),
-                                                             ends[at - 2].tolist())]
+    if len(at):  # each line against the one two before it, compared by pyarrow
+        same[at] = pc.equal(_texts(data, starts[at] + g.TIMESTAMP_LENGTH, ends[at], pa.binary()),
+                            _texts(data, starts[at - 2] + g.TIMESTAMP_LENGTH, ends[at - 2], pa.binary())
+                            ).to_numpy(zero_copy_only=False)
     breaks = np.append(np.flatnonzero(~same), len(ends))
     return breaks[np.searchsorted(breaks, np.arange(len(ends)))].tolist()
 
@@ -299,7 +297,7 @@ def _buffer(free: collections.deque, size: int) -> bytearray:
 
 @dataclasses.dataclass
 class _Block:
-    """A block of lines, with what the bulk path found in it: made by the reading thread (:func:`_prepared`)."""
+    """A block of lines, with what the bulk path found in it (:func:`_prepared`)."""
 
     data: bytes | bytearray
     starts: list[int]  # where each line starts, then where the last one ends
@@ -313,12 +311,14 @@ def _prepared(blocks: Iterator[bytes | bytearray], bulk: bool) -> _Block | None:
     data = next(blocks, None)
     if data is None:
         return None
-    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
-    plain = plain_candidates(data, ends) if bulk else PlainCandidates.none()
+    a = np.frombuffer(data, np.uint8)
+    ends = np.flatnonzero(a == ord("\n"))
+    low = _line_minimum(a, np.concatenate(([0], ends[:-1] + 1)), ends) if bulk and len(ends) else None
+    plain = plain_candidates(data, ends, low) if bulk else PlainCandidates.none()
     starts = [0, *(ends + 1).tolist()]
     if starts[-1] < len(data):
         starts.append(len(data))  # the last line, without its line end
-    stops = repeat_stops(data, ends, plain.rows) if bulk else []
+    stops = repeat_stops(data, ends, plain.rows, low) if bulk else []
     return _Block(data, starts, stops, plain, _segments(plain))
 
 
@@ -326,28 +326,20 @@ def feed(reader: Reader, item: inputs.Input, progress: Callable[[int], object] |
          bulk: bool = True) -> None:
     """Read every line of ``item`` into ``reader``: plain candidates in bulk (unless not ``bulk``), the rest one by one.
 
-    A thread reads the next block and finds its plain candidates (numpy and pyarrow, which let the reader go on
-    meanwhile) while this one feeds the reader; ``progress`` is called here, in the caller's thread.
+    (Finding the next block's plain candidates in a thread while this one feeds the reader cost 0.6-0.8 s more CPU
+    on the 1M-line bench log, in GIL hand-overs, and saved no wall time on the shared 2-core machine.)
     """
     lineno = replaced = 0
     whole_end = item.text is not None  # text given is whole: its last line needs no line end
-    read = collections.deque()  # file bytes the reading thread read, reported here
-    free = collections.deque()  # buffers of blocks fed, for the reading thread to fill again
-    with item.open(progress=read.append if progress is not None else None) as stream, \
-            concurrent.futures.ThreadPoolExecutor(1) as ahead:
+    free = collections.deque()  # buffers of blocks fed, to be filled again
+    with item.open(progress=progress) as stream:
         blocks = _blocks(stream, whole_end, free)
-        pending = ahead.submit(_prepared, blocks, bulk)
-        while (block := pending.result()) is not None:
-            pending = ahead.submit(_prepared, blocks, bulk)
-            while read:
-                progress(read.popleft())
+        while (block := _prepared(blocks, bulk)) is not None:
             replaced += _feed_block(reader, block, lineno)
             lineno += len(block.starts) - 1
             if type(block.data) is bytearray:
                 free.append(block.data)
             del block
-        while read:
-            progress(read.popleft())
     reader.finish(lineno, replaced, item.damage)
 
 

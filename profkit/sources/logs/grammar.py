@@ -281,10 +281,11 @@ def parse_bar(text: str) -> Bar | None:
     m = TQDM.search(text)
     if m is None:
         return None
-    n, total = _count(m["n"]), _count(m["total"])
+    op, n, total, elapsed = m.group("op", "n", "total", "elapsed")
+    n, total = _count(n), _count(total)
     if n is None or total is None:
         return None
-    return Bar(m["op"], n, total, clock_seconds(m["elapsed"]))
+    return Bar(op, n, total, clock_seconds(elapsed))
 
 
 def _count(digits: str) -> int | None:

@@ -163,7 +163,7 @@ class Reader:
         self._pieces(stream, line, lineno, whole=whole)
 
     def _split_prefix(self, line: str) -> tuple[Stream, str]:
-        m = g.PREFIX.match(line)
+        m = g.PREFIX.match(line) if line[:1] != "\r" else None  # a tqdm render's \r starts no prefix
         return (self._prefixed_stream(m), line[m.end():]) if m else (self._bar_writer(line), line)
 
     def _bar_writer(self, line: str) -> Stream:
