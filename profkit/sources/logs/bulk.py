@@ -367,6 +367,7 @@ def _feed_block(reader: Reader, block: _Block, lineno: int) -> int:
                     i, repeated = i + run, False
             before = text if repeated else None
 
+    lines = plain.rows + (lineno + 1)
     runners = np.array([reader.cands.code(text) for text in plain.runners], dtype=np.int64)[plain.runner]
     tactics = np.array([reader.cands.tactic_code(text) for text in plain.tactics], dtype=np.int64)[plain.tactic]
     done = 0
@@ -384,8 +385,7 @@ def _feed_block(reader: Reader, block: _Block, lineno: int) -> int:
                 general(row + 1, last + 1)
                 first = stop
         if first < stop:
-            reader.candidate_block(range(lineno + last + 2 - (stop - first), lineno + last + 2),
-                                   runners[first:stop], tactics[first:stop], plain.time_ms[first:stop])
+            reader.candidate_block(lines[first:stop], runners[first:stop], tactics[first:stop], plain.time_ms[first:stop])
         done = last + 1
     general(done, len(starts) - 1)
     return replaced

@@ -238,7 +238,7 @@ class Reader:
         stream.in_profiles = False
         return True
 
-    def candidate_block(self, lines: range, runners: np.ndarray, tactics: np.ndarray, times: np.ndarray) -> None:
+    def candidate_block(self, lines: np.ndarray, runners: np.ndarray, tactics: np.ndarray, times: np.ndarray) -> None:
         """Plain candidate lines of the unprefixed stream continuing the open group (see :meth:`continues_in_bulk`).
 
         The run's last line is moved when the group closes; its end time stays that of the last record

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 from array import array
-from itertools import repeat
 
 import numpy as np
 
@@ -168,15 +167,13 @@ class Candidates:
         self.tactic.append(self.tactic_code(tactic))
         self.time.append(time_ms)
 
-    def extend(self, gid: int, lines: range, runners: np.ndarray, tactics: np.ndarray, times: np.ndarray) -> None:
-        """Plain rows of one group, many at once (the bulk path); runners and tactics are codes (int64), times
-        float64."""
-        self.group.extend(repeat(gid, len(lines)))
+    def extend(self, gid: int, lines: np.ndarray, runners: np.ndarray, tactics: np.ndarray, times: np.ndarray) -> None:
+        """Plain rows of one group, many at once (the bulk path): line numbers, runner and tactic codes (int64),
+        times (float64)."""
+        self.group.extend(array("q", (gid,)) * len(lines))
         self.counts[gid] = self.counts.get(gid, 0) + len(lines)
-        self.line.extend(lines)
-        self.runner.frombytes(runners.view(np.uint8))
-        self.tactic.frombytes(tactics.view(np.uint8))
-        self.time.frombytes(times.view(np.uint8))
+        for column, values in ((self.line, lines), (self.runner, runners), (self.tactic, tactics), (self.time, times)):
+            column.frombytes(values.view(np.uint8))
 
     def code(self, runner: str) -> int:
         return self.reprs.setdefault(runner, len(self.reprs))
