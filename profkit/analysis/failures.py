@@ -41,6 +41,7 @@ def tuning_failures(winners: pd.DataFrame, candidates: pd.DataFrame | None = Non
         return empty(FAILURE_COLUMNS)
     tried = _tried(candidates)
     skipped = _skipped(tuning)
+    failures = _failures(candidates)
     rows = []
     for (run_id, op), g in won.groupby(["run_id", "op"], sort=True):
         kept = none = 0
@@ -54,11 +55,11 @@ def tuning_failures(winners: pd.DataFrame, candidates: pd.DataFrame | None = Non
             ok_others, failed = tried.get((run_id, op, w.bucket), (None, 0))
             if (ok_others == 0 and failed) or (ok_others is None and skipped.get((run_id, op, w.bucket), 0) > 0):
                 kept += 1
-        failed_rows = _failed(candidates, run_id, op)
+        failed, cause = failures.get((run_id, op), (0, None))
         tuned = len(g) - kept - none
         rows.append({"run_id": run_id, "op": op, "buckets": len(g), "tuned": tuned, "default_kept": kept,
-                     "no_winner": none, "failed_candidates": len(failed_rows),
-                     "cause": str(failed_rows["error"].iloc[0])[:300] if len(failed_rows) else None,
+                     "no_winner": none, "failed_candidates": failed,
+                     "cause": None if cause is None else str(cause)[:300],
                      "status": "tuned" if tuned == len(g) else ("not tuned" if tuned == 0 else "partly tuned")})
     return conform_columns(pd.DataFrame(rows), FAILURE_COLUMNS)
 
@@ -83,9 +84,13 @@ def _skipped(tuning: pd.DataFrame | None) -> dict:
     return {(r.run_id, r.op, r.bucket): int(r.n_skipped) for r in t.itertuples(index=False)}
 
 
-def _failed(candidates: pd.DataFrame | None, run_id, op) -> pd.DataFrame:
+def _failures(candidates: pd.DataFrame | None) -> dict:
+    """{(run_id, op): (candidates that did not run ok, the first one's error)}, from one pass over the rows."""
     if candidates is None or candidates.empty:
-        return pd.DataFrame(columns=["error"])
+        return {}
     c = flashinfer_rows(candidates)
-    mine = (c["run_id"] == run_id) & (c["op"] == op) & (c["status"].astype("string") != "ok")
-    return c[mine.fillna(False).to_numpy(dtype=bool)]
+    bad = c[(c["status"].astype("string") != "ok").fillna(False).to_numpy(dtype=bool)]
+    counts = bad.groupby(["run_id", "op"], sort=False, observed=True).size()
+    first = bad.drop_duplicates(["run_id", "op"])
+    errors = dict(zip(zip(first["run_id"], first["op"]), first["error"]))
+    return {key: (int(n), errors[key]) for key, n in counts.items()}
