@@ -409,6 +409,8 @@ TRIPS = {
     "other header": (r"DEBUG - autotuner\.py:3115", "INFO - autotuner.py:3116"),
     "no candidate": (r"profiling <", "profilinG <"),
     "not ASCII": (r", shapes=", "\u00e9, shapes="),
+    "header not ASCII": (r"autotuner\.py", "autotuner\u00e9.py"),
+    "header not UTF-8": (r"autotuner\.py", "autotuner\udcff.py"),  # a lone surrogate: bytes ED B3 BF
     "tab": (r", shapes=", "\t, shapes="),
 }
 
@@ -441,7 +443,7 @@ def test_bulk_path_leaves_lines_that_trip_it_to_the_general_path(seed, monkeypat
                 out.append(made)
     text = "".join(out)
     assert len(tripped) == len(TRIPS)
-    data = text.encode()
+    data = text.encode("utf-8", "surrogatepass")
     plain = bulk.plain_candidates(data, np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n")))
     assert len(plain.rows) > len(out) // 2
     monkeypatch.setattr(bulk, "BLOCK", 1 << 12 + seed)  # many blocks: many lines near a block's end

@@ -203,7 +203,7 @@ def plain_candidates(data: bytes, ends: np.ndarray, low: np.ndarray | None = Non
     runner, runners = _codes(_texts(data, starts[rows] + g.TIMESTAMP_LENGTH, close + 1))
     tactic, tactics = _codes(_texts(data, close + 2, shapes_at))
     shape, shapes = _codes(_texts(data, shapes_at + len(_SHAPES_BYTES), avg_at))
-    text_head = head.decode()
+    text_head = head.decode("utf-8", errors="replace")  # not ASCII: no printable line starts with it
     keep &= np.array([text.startswith(text_head) for text in runners], dtype=bool)[runner]
     runners = [text[len(text_head) - 1:] for text in runners]
     # A text holding what its end was found by (a first "> " or ", shapes=" later), or a record header: not plain.
