@@ -324,11 +324,7 @@ def _prepared(blocks: Iterator[bytes | bytearray], bulk: bool) -> _Block | None:
 
 def feed(reader: Reader, item: inputs.Input, progress: Callable[[int], object] | None = None, *,
          bulk: bool = True) -> None:
-    """Read every line of ``item`` into ``reader``: plain candidates in bulk (unless not ``bulk``), the rest one by one.
-
-    (Finding the next block's plain candidates in a thread while this one feeds the reader cost 0.6-0.8 s more CPU
-    on the 1M-line bench log, in GIL hand-overs, and saved no wall time on the shared 2-core machine.)
-    """
+    """Read every line of ``item`` into ``reader``: plain candidates in bulk (unless not ``bulk``), the rest one by one."""
     lineno = replaced = 0
     whole_end = item.text is not None  # text given is whole: its last line needs no line end
     free = collections.deque()  # buffers of blocks fed, to be filled again
