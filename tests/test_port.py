@@ -53,3 +53,17 @@ def test_port_refuses_a_missing_cache_naming_it(tmp_path, capsys):
     shutil.copytree(H200_QWEN / "capture", capture)
     assert main(["port", str(capture), "--out", str(tmp_path / "out")]) != 0
     assert "cache.json" in capsys.readouterr().err
+
+
+def test_port_prints_a_hostile_gpu_name_as_its_escapes(tmp_path, monkeypatch, capsys):
+    import profkit.bench.graphs as graphs
+    import profkit.bench.port as port_module
+
+    hostile = "H200\x1b]0;owned\x07\n$(rm -rf x) <b>"
+    doc = {"source_tuning_s": 61.6, "source_gpu": hostile, "target_gpu": "NVIDIA H100", "buckets": 20,
+           "port_s": 24.4, "timed": 80, "kept_source_pick": 7}
+    monkeypatch.setattr(graphs, "no_cuda", lambda what: False)
+    monkeypatch.setattr(port_module, "port", lambda *a, **k: doc)
+    assert main(["port", str(H200_QWEN / "capture"), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "\\x1b]0;owned\\x07\\n$(rm -rf x) <b>" in err

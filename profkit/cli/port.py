@@ -7,6 +7,7 @@ from pathlib import Path
 
 from profkit.cli._paths import need_file, need_out_dir
 from profkit.errors import ProfkitError
+from profkit.printable import printable
 
 NAME = "port"
 HELP = "re-time another GPU's shortlist here and write this GPU's cache file (GPU); --blind: copy its picks as they are"
@@ -40,7 +41,7 @@ def run(args) -> int:
     if args.blind:
         from profkit.bench.port import blind
 
-        print(blind(cache, args.out / "cache.json", like=args.like))
+        print(printable(blind(cache, args.out / "cache.json", like=args.like)))
         return 0
     from profkit.bench.graphs import no_cuda
 
@@ -50,12 +51,13 @@ def run(args) -> int:
 
     doc = port(args.capture, cache=cache, out=args.out, top_k=args.top_k, replays=args.replays,
                log=lambda line: print(line, file=sys.stderr, flush=True))
-    tuned = doc["source_tuning_s"]
-    price = f"; the tuning on {doc['source_gpu']} took {tuned:.1f} s ({doc['port_s'] / tuned:.2f}x)" if tuned else ""
-    print(f"profkit port: {doc['buckets']} buckets of {doc['source_gpu']}'s tuning re-timed on {doc['target_gpu']} in "
+    tuned, source, target = doc["source_tuning_s"], printable(doc["source_gpu"]), printable(doc["target_gpu"])
+    price = f"; the tuning on {source} took {tuned:.1f} s ({doc['port_s'] / tuned:.2f}x)" if tuned else ""
+    # the GPU names come from the capture's machine: data, never terminal controls
+    print(f"profkit port: {doc['buckets']} buckets of {source}'s tuning re-timed on {target} in "
           f"{doc['port_s']:.1f} s ({doc['timed']} timings; its pick kept in {doc['kept_source_pick']}){price}",
           file=sys.stderr)
-    print(args.out / "cache.json")
+    print(printable(args.out / "cache.json"))
     return 0
 
 
