@@ -20,10 +20,14 @@
 #           (port cold, port warm, full tuning, tuning warm, one process), profkit port --blind of its cache.json,
 #           then the interleaved step untuned,cache,untuned,blind,ported: cache is this GPU's own tuning
 #           (.moe-in/MODEL-own/cache.json), blind the other GPU's picks made to load, ported the port's file
+#   ranks   eight ranks that tune without a shared process group: Qwen3-30B-A3B tuned in 8 fresh processes one
+#           after another (RANK=0..7, tags rank0..rank7), each in qwen3-30b-a3b-ranks/rank{r}/
+#   ranks-verify  profkit verify of those eight captures in one process (tuner routing, each bucket's M, top 5):
+#           the distinct picks re-timed, so the lottery's cost is measured (needs the ranks phase's folder)
 #   repaired  does repaired lose to cache? interleaved steps cache,repaired,cache (cache twice: an A/A pair)
 #           over 6 passes from the r0 files in .moe-in/MODEL-r0/: Qwen3-30B-A3B, Mixtral-8x7B, gpt-oss-120b
 set -u
-[ $# -gt 0 ] || { echo "usage: moe.sh PHASE... (qwen models r2 steps verify cross port repaired)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: moe.sh PHASE... (qwen models r2 steps verify cross port ranks ranks-verify repaired)" >&2; exit 2; }
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} FLASHINFER_LOGGING_LEVEL=debug
 out=${OUT:-/tmp/moe-out}
 work=/tmp/moe-work
@@ -122,6 +126,20 @@ case "$phase" in
       --cache "ported=$work/$m-port/cold/cache.json" --deadline-s "$deadline" --out "$work/$m-step-port"
     pack "$m-port" "$m-step-port"
     ;;
+  ranks)
+    m=qwen3-30b-a3b
+    for r in 0 1 2 3 4 5 6 7; do
+      RANK=$r step "$m-ranks/rank$r" 75 -- -m profkit.bench.moe_sweep --model $m --tag rank$r \
+        --out "$work/$m-ranks/rank$r"
+    done
+    pack "$m-ranks"
+    ;;
+  ranks-verify)
+    m=qwen3-30b-a3b
+    step "$m-ranks-verify" 60 -- -m profkit.cli.verify "$work/$m-ranks" --routings tuner --only-buckets --top-k 5 \
+      --out "$work/$m-ranks-verify"
+    pack "$m-ranks-verify"
+    ;;
   repaired)
     left_models=3
     for m in qwen3-30b-a3b mixtral-8x7b gpt-oss-120b; do
@@ -134,7 +152,7 @@ case "$phase" in
       pack "$m-step-repaired"
     done
     ;;
-  *) echo "moe.sh: unknown phase $phase (qwen, models, r2, steps, verify, cross, port or repaired)" >&2; exit 2 ;;
+  *) echo "moe.sh: unknown phase $phase (qwen, models, r2, steps, verify, cross, port, ranks, ranks-verify or repaired)" >&2; exit 2 ;;
 esac
 done
 ls -la "$out"
