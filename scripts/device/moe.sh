@@ -21,7 +21,7 @@
 #           then the interleaved step untuned,cache,untuned,blind,ported: cache is this GPU's own tuning
 #           (.moe-in/MODEL-own/cache.json), blind the other GPU's picks made to load, ported the port's file
 #   ranks   eight ranks that tune without a shared process group: Qwen3-30B-A3B tuned in 8 fresh processes one
-#           after another (RANK=0..7, tags rank0..rank7), each in qwen3-30b-a3b-ranks/rank{r}/
+#           after another (RANK=0..7, tags rank0..rank7; MOE_RANKS names fewer), each in qwen3-30b-a3b-ranks/rank{r}/
 #   ranks-verify  profkit verify of those eight captures in one process (tuner routing, each bucket's M, top 5):
 #           the distinct picks re-timed, so the lottery's cost is measured (needs the ranks phase's folder)
 #   repaired  does repaired lose to cache? interleaved steps cache,repaired,cache (cache twice: an A/A pair)
@@ -128,7 +128,7 @@ case "$phase" in
     ;;
   ranks)
     m=qwen3-30b-a3b
-    for r in 0 1 2 3 4 5 6 7; do
+    for r in ${MOE_RANKS:-0 1 2 3 4 5 6 7}; do  # MOE_RANKS names fewer (a call of 10 minutes holds about 5)
       RANK=$r step "$m-ranks/rank$r" 75 -- -m profkit.bench.moe_sweep --model $m --tag rank$r \
         --out "$work/$m-ranks/rank$r"
     done
