@@ -21,7 +21,8 @@
 #           then the interleaved step untuned,cache,untuned,blind,ported: cache is this GPU's own tuning
 #           (.moe-in/MODEL-own/cache.json), blind the other GPU's picks made to load, ported the port's file
 #   ranks   eight ranks that tune without a shared process group: Qwen3-30B-A3B tuned in 8 fresh processes one
-#           after another (RANK=0..7, tags rank0..rank7; MOE_RANKS names fewer), each in qwen3-30b-a3b-ranks/rank{r}/
+#           after another (RANK=0..7, tags rank0..rank7; MOE_RANKS names fewer), each in qwen3-30b-a3b-ranks/rank{r}/, its cache file named
+#           as SGLang names a rank's (rank_tp{r}_pp0_dp0.json)
 #   ranks-verify  profkit verify of those eight captures in one process (tuner routing, each bucket's M, top 5):
 #           the distinct picks re-timed, so the lottery's cost is measured (needs the ranks phase's folder)
 #   repaired  does repaired lose to cache? interleaved steps cache,repaired,cache (cache twice: an A/A pair)
@@ -131,6 +132,8 @@ case "$phase" in
     for r in ${MOE_RANKS:-0 1 2 3 4 5 6 7}; do  # MOE_RANKS names fewer (a call of 10 minutes holds about 5)
       RANK=$r step "$m-ranks/rank$r" 75 -- -m profkit.bench.moe_sweep --model $m --tag rank$r \
         --out "$work/$m-ranks/rank$r"
+      # named as SGLang names a rank's cache (rank_tp{t}_pp{p}_dp{d}.json)
+      [ -f "$work/$m-ranks/rank$r/cache.json" ] && mv "$work/$m-ranks/rank$r/cache.json" "$work/$m-ranks/rank$r/rank_tp${r}_pp0_dp0.json"
     done
     pack "$m-ranks"
     ;;
