@@ -80,7 +80,7 @@ def report_section(tables: schema.Tables) -> None:
 
     from profkit import report
 
-    plan = advise(tables)  # what the report's Overview computes; report.plan_section lays it out
+    plan = advise(tables)  # what the report's Results hold; report.plan_section lays it out
     results = SimpleNamespace(plan=plan, plan_error="", frontier=budget_frontier(plan))
     section = report.plan_section(SimpleNamespace(results=results))
     for spec in section.figures:

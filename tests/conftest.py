@@ -41,10 +41,10 @@ def shipped_h200():
 
 @pytest.fixture(scope="session")
 def shipped_h200_results(shipped_h200):
-    """Everything the report computes from ``data/h200`` (analysis.overview)."""
-    from profkit.analysis.overview import overview
+    """Everything the report computes from ``data/h200`` (analysis.results.analyse)."""
+    from profkit.analysis.results import analyse
 
-    return overview(shipped_h200)
+    return analyse(shipped_h200)
 
 
 @pytest.fixture(scope="session")
@@ -58,7 +58,7 @@ def shipped_whole():
 @pytest.fixture(scope="session")
 def shipped_whole_results(shipped_whole):
     """Everything the report computes from the whole ``data/`` folder for the GPU it details (the H200, with the
-    most runs; analysis.overview of that GPU's part: each analysis on first use)."""
+    most runs; analysis.results.analyse of that GPU's part)."""
     from profkit.report import build_model
 
     return build_model(shipped_whole).results

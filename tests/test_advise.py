@@ -274,7 +274,7 @@ def test_report_section_lays_out_the_plan_analysis_computed(tables):
     from profkit.analysis.advise import budget_frontier
     from profkit import report
 
-    plan = advise(tables)  # what the report's Overview holds: the plan is computed there, the view only draws it
+    plan = advise(tables)  # what the report's Results hold: the plan is computed there, the view only draws it
     ctx = SimpleNamespace(results=SimpleNamespace(plan=plan, plan_error="", frontier=budget_frontier(plan)))
     section = report.plan_section(ctx)
     assert isinstance(section, report.Section) and "do not tune noise_op" in section.text

@@ -187,7 +187,7 @@ def test_plan_figure_names_what_its_gains_rest_on(fp8):
 
 
 def test_the_plan_view_computes_no_plan():
-    """views.advise only draws: the plan comes from analysis (advise, the report's Overview)."""
+    """views.advise only draws: the plan comes from analysis (advise, the report's Results)."""
     import ast
     import inspect
 

@@ -11,7 +11,8 @@ import pytest
 
 import profkit
 from profkit import analysis
-from profkit.analysis.overview import RECOMMENDATIONS, chance_count, overview
+from profkit.analysis.recommend import RECOMMENDATIONS, chance_count
+from profkit.analysis.results import analyse
 from profkit.outputs.summary import summary_document
 from profkit.cli import main
 from profkit.errors import ProfkitError
@@ -216,9 +217,9 @@ def test_the_whole_data_folder_reads_like_its_h200_part(shipped_whole, shipped_h
     assert loaded["untuned"] == ""
 
 
-def test_overview_step_frames_agree_with_the_capture_and_the_step_rows():
+def test_results_step_frames_agree_with_the_capture_and_the_step_rows():
     data = catalog.open(DATA / "h200" / "step")
-    r = overview(data)
+    r = analyse(data)
     # One pass of tuned and one of untuned per process: not measurable, so no size saves time beyond noise.
     assert r.step_break_even.empty and (r.step_measured["verdict"] == "not_measurable").all()
     spent = analysis.tuning_breakdown(data.tables.tuning, by="call").groupby("run_id")["wall_s"].sum()
@@ -232,7 +233,7 @@ def test_overview_step_frames_agree_with_the_capture_and_the_step_rows():
 def test_tuning_cost_counts_later_runs():
     """Two ranks tuning the same shapes: the first rank's call heads the line, the other rank's is not hidden."""
     data = catalog.open(DATA / "h200-engine-like" / "capture")
-    costs = overview(data).call_costs.set_index("op")
+    costs = analyse(data).call_costs.set_index("op")
     assert costs.loc["bf16_gemm", "buckets"] == 10 and costs.loc["bf16_gemm", "calls"] == 1
     assert costs.loc["bf16_gemm", "wall_s_max"] == pytest.approx(35.5, abs=0.05)
     assert costs.loc["bf16_gemm", "later_s_max"] == pytest.approx(14.8, abs=0.05)

@@ -242,7 +242,7 @@ def test_report_page_escapes_names_ids_text_and_links(toy):
     from profkit import report
 
     evil = "x'><img src=x onerror=alert(1)>"
-    plan = advise(renamed(toy, {"gain_op": evil, "noise_op": "a/b/../../c"}))  # the Overview's plan
+    plan = advise(renamed(toy, {"gain_op": evil, "noise_op": "a/b/../../c"}))  # the report Results' plan
     section = report.plan_section(SimpleNamespace(results=SimpleNamespace(plan=plan, plan_error="",
                                                                           frontier=budget_frontier(plan))))
     link = report.Section("Provenance", "- command `python x.py` [t](javascript:alert(1)) [ok](#fig-x) "

@@ -5,7 +5,8 @@ Tactics: :func:`decode_tactics`, :func:`register_decoder`.
 Cost: :func:`tuning_breakdown`, :func:`runner_cost`, :func:`tuning_value`, :func:`worth_tuning`.
 Comparisons: :func:`winner_stability`, :func:`diff_winners`, :func:`rank_divergence`, :func:`first_runs`,
 :func:`repeat_diff`, :func:`cache_agreement`. Step: :mod:`profkit.analysis.step`. Everything the report
-shows: :func:`profkit.analysis.overview.overview`.
+shows, computed once: :func:`profkit.analysis.results.analyse`; the recommendation:
+:mod:`profkit.analysis.recommend`.
 End to end: :func:`engine_batches`, :func:`weighted_speedup`, :func:`e2e_delta`,
 :func:`kernel_vs_e2e`, :func:`assign_bucket`. Outside tuning: :func:`between_buckets`.
 Rows and shapes: :func:`default_rows`, :func:`flashinfer_rows`, :func:`shapes_of`, :func:`gemm_shape`,

@@ -98,7 +98,7 @@ def sign_targets(rows: pd.DataFrame, predicted: pd.DataFrame, *, shipped: pd.Dat
             state loaded the verified pass's cache (``h200/step/<model>-<dtype>/cache.json``) is
             measured cache against untuned.
         predicted: :func:`profkit.analysis.verify.verify_step_changes` rows.
-        shipped: the shipped tuned step's change against untuned (``Overview.step_measured``),
+        shipped: the shipped tuned step's change against untuned (``Results.step_measured``),
             measured tuned against untuned.
 
     Returns:

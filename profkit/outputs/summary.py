@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from profkit.analysis import verdict
-from profkit.analysis.overview import CHANCE_FASTER, CHANCE_LEVEL, RECOMMENDATIONS
+from profkit.analysis.recommend import CHANCE_FASTER, CHANCE_LEVEL, RECOMMENDATIONS
 from profkit.outputs import atomic
 
 SCHEMA_VERSION = 2
@@ -26,7 +26,7 @@ def summary_document(verdicts: pd.DataFrame, *, reasons, aa: pd.DataFrame, root:
     """The verdicts as a JSON-ready document.
 
     Each entry holds ``op``, ``gpu``, ``flashinfer``, ``recommendation`` (keep, skip, plan, failed or unknown),
-    ``reason`` (plain text on one line) and every column of :func:`~profkit.analysis.overview.op_verdicts`
+    ``reason`` (plain text on one line) and every column of :func:`~profkit.analysis.recommend.op_verdicts`
     (NaN as null); the document adds ``schema_version``, the ``units`` convention, the rule's constants and its
     A/A rate on this data.
 

@@ -1,8 +1,8 @@
 """The profkit report: the verdicts first, the figures that carry them, and the detail a click away.
 
 The layers: :func:`profkit.catalog.open` reads a data directory (or one log,
-cache file or capture) into a ``Catalog``; :func:`profkit.analysis.overview.overview` computes
-every number the pages show (an ``Overview``); this package only lays them out:
+cache file or capture) into a ``Catalog``; :func:`profkit.analysis.results.analyse` computes
+every number the pages show, once (``Results``); this package only lays them out:
 
 - ``_main`` builds the main page: one verdict per op (keep, skip, plan, failed or unknown, with
   what tuning cost and what it bought beyond noise), the cost, serving and MoE figures;
@@ -17,7 +17,7 @@ Adding a section
 ----------------
 A report is the list :data:`SECTIONS` of section builders, in page order. A builder is a function
 ``build(ctx: ReportContext) -> Section | None``: it reads frames from ``ctx.results`` (the
-``Overview``; for a new number, add a field there computed by a public ``profkit.analysis``
+``Results``; for a new number, add a field there computed by a public ``profkit.analysis``
 function) and ``ctx.data`` (the ``Catalog``), and returns a :class:`Section` (title, Markdown
 text, figures, tables, one line per figure it left out saying why, and the ``page`` it goes on),
 or None when the data has nothing for it. Tables are shortened on the page and written whole as

@@ -1,11 +1,11 @@
 """The detail pages: per shape, per step set, per policy and per model, a click away from the verdicts.
 
-Every builder here formats fields of :class:`profkit.analysis.overview.Overview`; none computes.
+Every builder here formats fields of :class:`profkit.analysis.results.Results`; none computes.
 """
 
 from __future__ import annotations
 
-from profkit.analysis.overview import NEW_STATES
+from profkit.analysis.step_sets import NEW_STATES
 from profkit.report import _text as T
 from profkit.report._figures import per_op, small_multiples, step_times_grid
 from profkit.report._main import moe_figures, moe_model_line
@@ -329,9 +329,7 @@ def plan_section(ctx: ReportContext) -> Section | None:
     if r.plan is None:
         return Section("Tuning plan (profkit advise)", f"No plan: {r.plan_error}", page="plan") if r.plan_error else None
     plan = r.plan
-    verdicts = getattr(r, "op_verdicts", None)
-    said = dict(zip(verdicts["op"].astype(str), verdicts["recommendation"].astype(str))) \
-        if verdicts is not None and len(verdicts) else {}
+    said = dict(zip(r.op_verdicts["op"].astype(str), r.op_verdicts["recommendation"].astype(str)))
     text = "\n".join([f"Gains by {plan.gain_source} timings, costs from the tuning table; one pass = one call of every "
                       "captured shape at every bucket. `profkit advise` writes the switches. Each op's verdict is the "
                       "main page's; the plan says what tuning it would keep, were you to tune it.", ""]

@@ -1,6 +1,6 @@
 """The main page: one verdict per op, then the few figures that carry the verdicts, then MoE.
 
-Every builder here formats fields of :class:`profkit.analysis.overview.Overview`; none computes.
+Every builder here formats fields of :class:`profkit.analysis.results.Results`; none computes.
 """
 
 from __future__ import annotations
@@ -113,8 +113,8 @@ def _small_sentence(r) -> str:
 
 def cache_lines(results) -> list[str]:
     """One loud line per cache file that did nothing: FlashInfer ignored it, or the state that loaded it ran defaults."""
-    idle = getattr(results, "idle_caches", None)
-    if idle is None or idle.empty:
+    idle = results.idle_caches
+    if idle.empty:
         return []
     lines = []
     for row in idle.itertuples(index=False):

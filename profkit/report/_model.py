@@ -1,7 +1,7 @@
 """The report model: every analysis the pages show, computed once per kind of GPU before any page is laid out.
 
 :func:`build_model` splits the catalogue by GPU (:mod:`profkit.catalog.partition`), computes the
-analyses of each part once (:func:`profkit.analysis.overview.overview`), and stacks their verdicts into
+analyses of each part once, eagerly (:func:`profkit.analysis.results.analyse`), and stacks their verdicts into
 one table, one row per (op, GPU). The detail sections lay out one GPU's part, the one with the most runs
 unless another is asked for; the first screen shows every GPU's verdicts.
 """
@@ -12,9 +12,9 @@ import dataclasses
 
 import pandas as pd
 
-from profkit.analysis.overview import overview
 from profkit.analysis.portability import carried_picks, port_price, portability
 from profkit.analysis.ranks import repeated_tunings
+from profkit.analysis.results import Results, analyse
 from profkit.catalog import partition
 
 
@@ -27,8 +27,8 @@ class ReportModel:
         gpus: the kinds of GPU in it, the one with the most runs first.
         gpu: the GPU the detail sections show.
         data: ``catalog``'s part for ``gpu``.
-        results: the analyses of ``data`` (an :class:`~profkit.analysis.overview.Overview`).
-        verdicts: one row per (op, GPU): :func:`~profkit.analysis.overview.op_verdicts` of every GPU's part,
+        results: the analyses of ``data``.
+        verdicts: one row per (op, GPU): :func:`~profkit.analysis.recommend.op_verdicts` of every GPU's part,
             with ``gpu`` and ``flashinfer`` (that part's versions, comma-joined).
         carried: :func:`~profkit.analysis.portability.carried_picks`: one GPU's picks timed on another, against
             that GPU's own picks and default (empty without such verify rows).
@@ -43,7 +43,7 @@ class ReportModel:
     gpus: tuple
     gpu: str
     data: object
-    results: object
+    results: Results
     verdicts: pd.DataFrame
     carried: pd.DataFrame
     portability: pd.DataFrame
@@ -60,7 +60,7 @@ def build_model(catalog, *, gpu: str | None = None) -> ReportModel:
         raise ProfkitError(f"no runs on GPU {gpu!r} here; this data has {', '.join(gpus)}")
     gpu = gpu or gpus[0]
     parts = {g: partition.for_gpu(catalog, g) for g in gpus}
-    results = {g: overview(parts[g]) for g in gpus}
+    results = {g: analyse(parts[g]) for g in gpus}
     verdicts = pd.concat([results[g].op_verdicts.assign(gpu=g, flashinfer=_versions(parts[g].runs)) for g in gpus],
                          ignore_index=True)
     ranks = {g: repeated_tunings(results[g].winners, parts[g].tables.candidates, gpu=g, noise=results[g].noise,

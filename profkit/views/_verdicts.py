@@ -118,7 +118,7 @@ def plot_verdicts(evidence: pd.DataFrame, *, recommendations: Mapping[str, str] 
     drawn.
 
     Args:
-        evidence: :func:`profkit.analysis.overview.verdict_evidence` (op, kind, effect, effect_lo,
+        evidence: :func:`profkit.analysis.recommend.verdict_evidence` (op, kind, effect, effect_lo,
             effect_hi, verdict).
         recommendations: the recommendation per op, shown in its panel's title.
         ax: draw into this Axes instead of a new figure; several ops share its place in the grid.

@@ -1,7 +1,7 @@
 """A tuning plan (``profkit.analysis.advise``) drawn: :func:`plot_plan`.
 
 The plan comes from analysis (:func:`profkit.analysis.advise.advise`; the report's is the
-``Overview``'s ``plan``, laid out by ``profkit.report.plan_section``); this module only
+``Results.plan``, laid out by ``profkit.report.plan_section``); this module only
 draws it. The files ``profkit advise`` writes (plan.py, blocklist.json, the engines' switches,
 plan.md) are written by :mod:`profkit.outputs.engine_plans`, never here.
 """
