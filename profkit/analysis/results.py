@@ -23,6 +23,9 @@ from profkit.analysis.step_sets import (all_step_rows, break_even_summary, compa
 from profkit.analysis.summaries import between_summary, call_costs, environment, speedup_summary
 from profkit.analysis.verify import op_summary
 
+# The groups of analyses :func:`analyse` reports to ``progress``, in order.
+STEPS = ("decisions", "repeats", "steps", "serving", "MoE", "verdicts")
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Results:

@@ -79,7 +79,8 @@ def build_report(data, out: str | Path, *, results=None,
     from tqdm.auto import tqdm
 
     from profkit.report import SECTIONS, ReportContext
-    from profkit.report._model import build_model
+    from profkit.catalog import partition
+    from profkit.report._model import STEPS_PER_GPU, build_model
     from profkit.outputs.summary import summary_document, write_summary
     from profkit.report._main import verdict_line
 
@@ -90,9 +91,21 @@ def build_report(data, out: str | Path, *, results=None,
         raise ProfkitError(f"unknown figure format(s) {', '.join(bad)}; use png, svg or pdf")
     if style not in _style.STYLES:
         raise ProfkitError(f"unknown style {style!r}; use {' or '.join(_style.STYLES)}")
-    bar = tqdm(total=3, desc="profkit report", unit="step", file=sys.stderr, disable=not progress, leave=False)
-    bar.set_postfix_str("analysis")
-    model = build_model(data, gpu=gpu) if results is None else None
+    analysed = 0 if results is not None else STEPS_PER_GPU * len(partition.gpus(data)) + 1
+    bar = tqdm(total=analysed + 2, desc="profkit report", unit="step", file=sys.stderr, disable=not progress,
+               leave=False)
+
+    started: list[str] = []
+
+    def step(name: str) -> None:  # one bar: each analysis step, the sections, each figure, the pages
+        if started:
+            bar.update()
+        started.append(name)
+        bar.set_postfix_str(name)
+    model = build_model(data, gpu=gpu, progress=step) if results is None else None
+    if started:
+        bar.update()
+        bar.set_postfix_str("sections")
     if model is not None:
         data, results = model.data, model.results
     verdicts = model.verdicts if model is not None else None
@@ -109,7 +122,7 @@ def build_report(data, out: str | Path, *, results=None,
             if unknown:
                 raise ProfkitError(f"unknown figure(s) {', '.join(unknown)}; this data has {', '.join(names)}")
             built = [dataclasses.replace(s, figures=tuple(f for f in s.figures if f.name in only)) for s in built]
-        bar.total = 2 + sum(len(s.figures) for s in built)
+        bar.total = analysed + 2 + sum(len(s.figures) for s in built)
         atomic.make_folder(out)
         written: list[Path] = []
         pngs: dict[str, bytes] = {}

@@ -14,8 +14,10 @@ import pandas as pd
 
 from profkit.analysis.portability import carried_picks, port_price, portability
 from profkit.analysis.ranks import repeated_tunings
-from profkit.analysis.results import Results, analyse
+from profkit.analysis.results import STEPS, Results, analyse
 from profkit.catalog import partition
+
+STEPS_PER_GPU = len(STEPS)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -51,8 +53,11 @@ class ReportModel:
     ranks: dict
 
 
-def build_model(catalog, *, gpu: str | None = None) -> ReportModel:
-    """The analyses of every GPU's part of ``catalog``, each computed once; details for ``gpu`` (default: most runs)."""
+def build_model(catalog, *, gpu: str | None = None, progress=None) -> ReportModel:
+    """The analyses of every GPU's part of ``catalog``, each computed once; details for ``gpu`` (default: most runs).
+
+    ``progress`` is called with the name of each step as it starts (:data:`STEPS_PER_GPU` per GPU, then one).
+    """
     gpus = tuple(partition.gpus(catalog))
     if gpu is not None and gpu not in gpus:
         from profkit.errors import ProfkitError
@@ -60,7 +65,9 @@ def build_model(catalog, *, gpu: str | None = None) -> ReportModel:
         raise ProfkitError(f"no runs on GPU {gpu!r} here; this data has {', '.join(gpus)}")
     gpu = gpu or gpus[0]
     parts = {g: partition.for_gpu(catalog, g) for g in gpus}
-    results = {g: analyse(parts[g]) for g in gpus}
+    say = progress or (lambda name: None)
+    results = {g: analyse(parts[g], progress=lambda name, g=g: say(f"{g}: {name}")) for g in gpus}
+    say("across GPUs and ranks")
     verdicts = pd.concat([results[g].op_verdicts.assign(gpu=g, flashinfer=_versions(parts[g].runs)) for g in gpus],
                          ignore_index=True)
     ranks = {g: repeated_tunings(results[g].winners, parts[g].tables.candidates, gpu=g, noise=results[g].noise,
