@@ -34,3 +34,16 @@ def test_workers_are_forked_on_linux_unless_dask_is_told_otherwise():
     assert distributed.start_method() == "fork"
     with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
         assert distributed.start_method() == "forkserver"
+
+
+def _worker_settings(_) -> tuple:
+    return tuple(dask.config.get(key) for key in distributed.LOCAL_CONFIG)
+
+
+def test_local_cluster_workers_run_without_the_background_work_they_do_not_need():
+    """The LocalCluster's workers start with LOCAL_CONFIG (no profiler, a slow health tick and host monitor): Dask
+    reads these where each worker starts, so they must be set while the cluster is built, not only here."""
+    with distributed.Runner(workers=2).start() as runner:
+        found = set(runner.map(_worker_settings, range(4)))
+    assert found == {tuple(distributed.LOCAL_CONFIG.values())}
+    assert dask.config.get("distributed.admin.tick.interval") != "1s"  # this process's settings are left as they were
