@@ -22,8 +22,9 @@ with the process pool read_log uses for several files, and prints the ratio of t
 With ``--dask N`` it parses N such logs the way ``profkit ranks`` does (one task per log: read, then
 saved as parquet; :mod:`profkit.query.distributed`), in this process and on a 2-worker LocalCluster,
 and prints the cluster's start-up on its own, the parse on the started cluster, both ratios to one
-process (target: at most 0.6x), the tasks' CPU seconds and the load average (a second worker only
-helps when a second core is free).
+process (target: at most 0.6x), the tasks' CPU seconds, the cores they got (CPU seconds per second) and the
+load average (a second worker only helps when a second core is free: under Linux's autogroup scheduling
+a shell's processes share one CPU share while other sessions are busy).
 Each timing is the best of ``--repeat`` runs. No assertion: this is a measurement.
 """
 
@@ -165,24 +166,37 @@ def dask(sources: list[Path], lines: int, files: int, folder: Path, repeat: int)
         paths.append(folder / f"rank{k}.log")
         build(sources, lines // files, paths[-1], seed=k)
     tasks = [("log", str(p), str(folder / "tables" / f"{i:06d}")) for i, p in enumerate(paths)]
-    one = start = cold = warm = math.inf
+    # Of the fastest run each: (wall seconds, the tasks' CPU seconds), and the cluster's (wall, start-up, CPU).
+    one = warm = (math.inf, 0.0)
+    cold = (math.inf, 0.0, 0.0)
     for _ in range(repeat):  # interleaved, as in several()
         t = time.perf_counter()
-        cpu_one = sum(Runner(workers=1).map(_parse, tasks))
-        one = min(one, time.perf_counter() - t)
+        cpu = sum(Runner(workers=1).map(_parse, tasks))
+        one = min(one, (time.perf_counter() - t, cpu))
         t = time.perf_counter()
         with Runner(workers=2).start() as runner:
             started = time.perf_counter()
-            cpu_two = sum(runner.map(_parse, tasks))
+            cpu = sum(runner.map(_parse, tasks))
             parsed = time.perf_counter()
-            runner.map(_parse, tasks)  # again, on the cluster already started and warm
-            warm = min(warm, time.perf_counter() - parsed)
-        start, cold = min(start, started - t), min(cold, parsed - t)
+            cpu_warm = sum(runner.map(_parse, tasks))  # again, on the cluster already started and warm
+            warm = min(warm, (time.perf_counter() - parsed, cpu_warm))
+        cold = min(cold, (parsed - t, started - t, cpu))
+    ran = cold[0] - cold[1]
     print(f"{files} logs of {lines // files:,}+ lines parsed (read, saved), load average {os.getloadavg()[0]:.1f}: "
-          f"one process {one:.2f} s ({cpu_one:.2f} s CPU in tasks); 2-worker LocalCluster {cold:.2f} s = "
-          f"{cold / one:.2f}x, of which start-up {start:.2f} s; on the started cluster {cold - start:.2f} s = "
-          f"{(cold - start) / one:.2f}x, again when warm {warm:.2f} s = {warm / one:.2f}x ({cpu_two:.2f} s CPU in "
-          "tasks; target: at most 0.6x)")
+          f"one process {one[0]:.2f} s ({one[1]:.2f} s CPU in tasks, {one[1] / one[0]:.2f} cores); 2-worker "
+          f"LocalCluster {cold[0]:.2f} s = {cold[0] / one[0]:.2f}x, of which start-up {cold[1]:.2f} s; on the started "
+          f"cluster {ran:.2f} s = {ran / one[0]:.2f}x ({cold[2]:.2f} s CPU in tasks, {cold[2] / ran:.2f} cores), again "
+          f"when warm {warm[0]:.2f} s = {warm[0] / one[0]:.2f}x ({warm[1] / warm[0]:.2f} cores; target: at most 0.6x)")
+    if _autogroup():
+        print("Linux autogroup scheduling is on: this shell's processes share one CPU share while other sessions are "
+              "busy, so the workers together get more cores than one process only where a core is idle")
+
+
+def _autogroup() -> bool:
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return False
 
 
 def main() -> None:
