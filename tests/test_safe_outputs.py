@@ -243,7 +243,8 @@ def test_report_page_escapes_names_ids_text_and_links(toy):
 
     evil = "x'><img src=x onerror=alert(1)>"
     plan = advise(renamed(toy, {"gain_op": evil, "noise_op": "a/b/../../c"}))  # the report Results' plan
-    section = report.plan_section(SimpleNamespace(results=SimpleNamespace(plan=plan, plan_error="",
+    verdicts = pd.DataFrame({"op": [evil], "recommendation": ["plan"]})  # the main page's verdict, named by the plan
+    section = report.plan_section(SimpleNamespace(results=SimpleNamespace(plan=plan, plan_error="", op_verdicts=verdicts,
                                                                           frontier=budget_frontier(plan))))
     link = report.Section("Provenance", "- command `python x.py` [t](javascript:alert(1)) [ok](#fig-x) "
                                         "[w](https://example.org) [d](data:text/html,x)\n[r]: javascript:alert(2)")
