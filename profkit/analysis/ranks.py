@@ -73,7 +73,8 @@ def noise_bands(spread: pd.DataFrame, *, rel_threshold: float = DEFAULT_NOISE_PC
     return conform_columns(out, BAND_COLUMNS)
 
 
-def pick_regrets(picks: pd.DataFrame, *, noise: pd.DataFrame | None = None) -> pd.DataFrame:
+def pick_regrets(picks: pd.DataFrame, *, noise: pd.DataFrame | None = None,
+                 ratio_sd: float | None = None) -> pd.DataFrame:
     """Each distinct pick of a bucket against the bucket's best pick: its regret and the rule's verdict on it.
 
     The regret is t(pick) / t(best) - 1, timed in the same runs (the geometric mean of the per-run ratios
@@ -86,6 +87,8 @@ def pick_regrets(picks: pd.DataFrame, *, noise: pd.DataFrame | None = None) -> p
             ``bucket_tunings``, ``best``, ``geo_ms``, ``n_paired``, ``mean_log_ratio``, ``sd_log_ratio``
             (``profkit.query.ranks.pick_stats``).
         noise: bands from :func:`noise_bands`; without them fewer than three runs are not measurable.
+        ratio_sd: the calibrated sd of one run's log ratio, instead of ``noise`` (e.g. the verify timer's,
+            :data:`profkit.analysis.verdict.VERIFY_RATIO_SD`).
 
     Returns:
         One row per pick (:data:`REGRET_COLUMNS`): ``share`` of the bucket's tunings, ``time_ms`` (geometric
@@ -98,8 +101,8 @@ def pick_regrets(picks: pd.DataFrame, *, noise: pd.DataFrame | None = None) -> p
         return empty(REGRET_COLUMNS)
     p = picks.reset_index(drop=True)
     best = p["best"].fillna(False).to_numpy(dtype=bool)
-    sd = np.full(len(p), np.nan)
-    if noise is not None and len(noise):
+    sd = np.full(len(p), np.nan if ratio_sd is None else float(ratio_sd))
+    if ratio_sd is None and noise is not None and len(noise):
         require(noise, ("gpu", "op", "profile", "noise_pct", "noise_source"), "noise")
         bands = noise.drop_duplicates(["gpu", "op", "profile"]).set_index(["gpu", "op", "profile"])
         at = pd.MultiIndex.from_frame(p[["gpu", "op", "profile"]].astype("string"))
@@ -123,13 +126,15 @@ def pick_regrets(picks: pd.DataFrame, *, noise: pd.DataFrame | None = None) -> p
                            kind="stable").reset_index(drop=True)
 
 
-def rank_agreement(picks: pd.DataFrame, *, noise: pd.DataFrame | None = None) -> pd.DataFrame:
+def rank_agreement(picks: pd.DataFrame, *, noise: pd.DataFrame | None = None,
+                   ratio_sd: float | None = None) -> pd.DataFrame:
     """Per bucket: how many ranks, how many distinct picks, the largest group's share, and what the others cost.
 
     Args:
         picks: as :func:`pick_regrets` takes them, with ``first_seen`` (the order of a pick's first tuning:
             the largest group on a tie is the first seen) and ``bucket_ranks``.
         noise: bands from :func:`noise_bands` (for buckets timed by fewer than three runs).
+        ratio_sd: a calibrated sd of one run's log ratio instead of ``noise`` (:func:`pick_regrets`).
 
     Returns:
         One row per (gpu, op, profile, bucket) (:data:`AGREEMENT_COLUMNS`), sorted by gpu, op, shape, bucket:
@@ -142,7 +147,7 @@ def rank_agreement(picks: pd.DataFrame, *, noise: pd.DataFrame | None = None) ->
         mean regret: what the lottery costs a rank on average).
     """
     require(picks, ("first_seen", "bucket_ranks"), "picks")
-    regrets = pick_regrets(picks, noise=noise)
+    regrets = pick_regrets(picks, noise=noise, ratio_sd=ratio_sd)
     if regrets.empty:
         return empty(AGREEMENT_COLUMNS)
     at = pd.MultiIndex.from_frame(regrets[_PICK].astype({"bucket": "Int64"}))
@@ -182,6 +187,64 @@ def rank_agreement(picks: pd.DataFrame, *, noise: pd.DataFrame | None = None) ->
             out[column] = regrets[source].take(worst).where(has_worst).to_numpy()
     out = conform_columns(out, AGREEMENT_COLUMNS)
     return out.sort_values(["gpu", "op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
+
+
+def served_agreement(verify: pd.DataFrame) -> pd.DataFrame:
+    """What the ranks' disagreement costs in serving: :func:`rank_agreement` of the picks re-timed by ``profkit verify``.
+
+    Each verify table of one rank's capture (``profkit verify RANKS_FOLDER``) re-times that rank's pick beside
+    its tuner's top candidates at each bucket's M, in CUDA graphs; a table is one run of the rule. A bucket's
+    picks are the tables' ``winner`` rows; each pick is priced against the bucket's best pick in the tables
+    that timed both (other ranks' picks are timed where they are in a table's shortlist), with the verify
+    timer's calibrated spread (:data:`~profkit.analysis.verdict.VERIFY_RATIO_SD`) for fewer than three tables.
+
+    Returns:
+        :data:`AGREEMENT_COLUMNS` per (gpu, op, profile, bucket): ``gpu`` is the GPU the tables were timed on,
+        ``ranks`` and ``tunings`` the tables, ``n_units`` the tables that timed the worst pick and the best.
+    """
+    from profkit.analysis.verdict import VERIFY_RATIO_SD
+
+    return rank_agreement(served_pick_stats(verify), ratio_sd=VERIFY_RATIO_SD)
+
+
+def served_pick_stats(verify: pd.DataFrame) -> pd.DataFrame:
+    """The picks of ranks' verify tables in :func:`pick_regrets`' columns (a table is a run; its serving median the time).
+
+    Rows at each bucket's own M, timed ok, under the tuner's routing where a routing is named; ``gpu`` is
+    ``verify_gpu``. ``first_seen`` orders picks by the first table (by run id) that picked them.
+    """
+    require(verify, ("run_id", "op", "profile", "bucket", "m", "runner", "tactic", "winner", "serving_ms", "status"),
+            "verify")
+    v = verify[(verify["m"] == verify["bucket"]).fillna(False).to_numpy(dtype=bool)
+               & (verify["status"].astype("string") == "ok").fillna(False).to_numpy(dtype=bool)
+               & (pd.to_numeric(verify["serving_ms"], errors="coerce") > 0).fillna(False).to_numpy(dtype=bool)]
+    if "routing" in v.columns:
+        routing = v["routing"].astype("string")
+        v = v[(routing.isna() | (routing == "tuner")).to_numpy(dtype=bool)]
+    if v.empty:
+        return pd.DataFrame(columns=[*_PICK, "tunings", "ranks", "bucket_tunings", "bucket_ranks", "first_seen", "best",
+                                     "geo_ms", "timed_runs", "n_paired", "mean_log_ratio", "sd_log_ratio"])
+    gpu = v["verify_gpu"].astype("string").fillna("unknown GPU") if "verify_gpu" in v else "unknown GPU"
+    unit = v["run_id"].astype(str) + "|" + (v["verify_run_id"].astype(str) if "verify_run_id" in v else "")
+    v = v.assign(gpu=gpu, unit=unit, tactic=v["tactic"].astype(str), bucket=v["bucket"].astype("Int64"),
+                 lt=np.log(pd.to_numeric(v["serving_ms"]).to_numpy(dtype=float)))
+    order = {u: i for i, u in enumerate(sorted(v["unit"].unique()))}
+    won = v[v["winner"].fillna(False).to_numpy(dtype=bool)].drop_duplicates([*_BUCKET, "unit"])
+    picks = won.groupby(_PICK, sort=True).agg(tunings=("unit", "nunique"),
+                                              first_seen=("unit", lambda u: min(order[x] for x in u))).reset_index()
+    picks["ranks"] = picks["tunings"]
+    per_bucket = won.groupby(_BUCKET)["unit"].nunique().rename("bucket_tunings").reset_index()
+    timed = v.merge(picks[_PICK], on=_PICK).groupby([*_PICK, "unit"], sort=True)["lt"].min().reset_index()
+    geo = timed.groupby(_PICK)["lt"].agg(mean_lt="mean", timed_runs="size").reset_index()
+    best = geo.loc[geo.groupby(_BUCKET)["mean_lt"].idxmin(), [*_PICK]].assign(best=True)
+    ref = timed.merge(best[_PICK], on=_PICK)[[*_BUCKET, "unit", "lt"]].rename(columns={"lt": "best_lt"})
+    paired = timed.merge(ref, on=[*_BUCKET, "unit"]).assign(d=lambda f: f["lt"] - f["best_lt"])
+    stats = paired.groupby(_PICK)["d"].agg(n_paired="size", mean_log_ratio="mean", sd_log_ratio="std").reset_index()
+    out = (picks.merge(per_bucket, on=_BUCKET).merge(geo, on=_PICK, how="left").merge(best, on=_PICK, how="left")
+           .merge(stats, on=_PICK, how="left"))
+    return out.assign(bucket_ranks=out["bucket_tunings"], best=out["best"].fillna(False).astype(bool),
+                      geo_ms=np.exp(out["mean_lt"]), timed_runs=out["timed_runs"].fillna(0).astype(int),
+                      n_paired=out["n_paired"].fillna(0).astype(int)).drop(columns="mean_lt")
 
 
 def _first_by(g: np.ndarray, keys: tuple) -> np.ndarray:

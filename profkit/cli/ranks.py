@@ -17,8 +17,11 @@ EXAMPLES = """examples:
   profkit ranks /shared/fleet --scheduler tcp://10.0.0.5:8786 --work /shared/ranks-parts
   profkit ranks logs/*.log --workers 1                      # debug logs (else cache files), in this process
 
+  profkit ranks data/h200-moe/qwen3-30b-a3b-ranks data/h200-moe/qwen3-30b-a3b-ranks-verify   # + picks re-timed
+
 regret: t(pick) / t(best pick) - 1, timed in the same runs; verdicts by the one rule: slower (the pick
-costs beyond noise), within_noise, not_measurable (too few runs timed both).
+costs beyond noise), within_noise, not_measurable (too few runs timed both). Verify tables under the paths
+(profkit verify of the ranks' captures) price the picks again as engines run them: "in serving".
 """
 
 
@@ -56,7 +59,7 @@ def run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="profkit-ranks-") as scratch:
         work = args.work if args.work is not None else Path(scratch)
         answers = _answers(args, work)
-    rows = answers["agreement"]
+    rows = _with_served(answers["agreement"], answers["served_cost"])
     for line in _lines(answers):
         print(printable(line))  # names are data: no escape sequence, line break or bidi mark reaches the terminal
     print(f"{answers['folders']} capture folders reduced and compared in {time.perf_counter() - start:.1f} s",
@@ -78,7 +81,30 @@ def _answers(args, work: Path) -> dict:
             "agreement": judge.rank_agreement(q.pick_stats(reduced), noise=bands),
             "groups": judge.signature_groups(q.signatures(reduced)),
             "slow": judge.slow_ranks(q.rank_speed(reduced)),
-            "served": q.served(reduced) if args.served else None}
+            "served": q.served(reduced) if args.served else None,
+            "served_cost": _served_cost(args.paths)}
+
+
+def _served_cost(paths: list[Path]):
+    """:func:`~profkit.analysis.ranks.served_agreement` of the verify tables under ``paths`` (None without any)."""
+    from profkit.analysis.ranks import served_agreement
+    from profkit.sources.verify import read_verify
+
+    files = [f for p in paths for f in (sorted(p.rglob("verify.parquet")) if p.is_dir() else
+                                        [p] if p.name == "verify.parquet" else [])]
+    return served_agreement(read_verify(*files)) if files else None
+
+
+_SERVED = {"worst_regret_pct": "served_worst_regret_pct", "worst_regret_lo_pct": "served_regret_lo_pct",
+           "worst_regret_hi_pct": "served_regret_hi_pct", "verdict": "served_verdict", "n_units": "served_tables"}
+
+
+def _with_served(rows, served):
+    """The agreement rows with the serving price of their worst pick (``served_*`` columns) where verify timed it."""
+    if served is None or rows.empty:
+        return rows
+    keys = ["gpu", "op", "profile", "bucket"]
+    return rows.merge(served[keys + list(_SERVED)].rename(columns=_SERVED), on=keys, how="left")
 
 
 # -- output ----------------------------------------------------------------------------------------
@@ -94,10 +120,24 @@ def _lines(answers: dict) -> list[str]:
         for (op, shape), g in of_gpu.groupby(["op", "shape"], sort=True, dropna=False):
             out.append(f"  {op}  {shape}")
             out += [f"    bucket {_int(r.bucket):>5}  {_bucket(r)}" for r in g.itertuples(index=False)]
+        if answers["served_cost"] is not None:
+            out += _served_cost_lines(answers["served_cost"][answers["served_cost"]["gpu"] == gpu])
         out += _slow_lines(slow[slow["gpu"] == gpu])
         if answers["served"] is not None:
             out += _served_lines(answers["served"][answers["served"]["gpu"] == gpu])
     out.append(_summary(rows))
+    if answers["served_cost"] is not None:
+        out.append(_summary(answers["served_cost"], where="in serving (profkit verify)"))
+    return out
+
+
+def _served_cost_lines(served) -> list[str]:
+    """Per bucket where the ranks disagree: the worst pick's regret as ``profkit verify`` timed it."""
+    out = [f"  in serving (profkit verify, CUDA graphs: {int(served['ranks'].max()) if len(served) else 0} tables):"]
+    for (op, shape), g in served.groupby(["op", "shape"], sort=True, dropna=False):
+        out.append(f"    {op}  {shape}")
+        out += [f"      bucket {_int(r.bucket):>5}  picks {int(r.distinct_picks):>2}  {_cost(r)}"
+                for r in g.itertuples(index=False) if int(r.distinct_picks) > 1]
     return out
 
 
@@ -116,9 +156,14 @@ def _bucket(r) -> str:
             f"largest {100 * r.largest_share:3.0f}%  top-1 {_pct(r.top1_agreement)}  flips {_pct(r.flip_rate)}")
     if int(r.distinct_picks) == 1:
         return f"{head}  all agree"
+    return f"{head}  {_cost(r)}"
+
+
+def _cost(r) -> str:
+    """The worst pick's regret, interval and verdict, and what it was compared with."""
     if r.verdict == "not_measurable" or r.verdict is None or r.verdict != r.verdict:
-        return f"{head}  worst regret {_signed(r.worst_regret_pct)} not measurable ({_int(r.n_units)} runs timed both)"
-    return (f"{head}  worst regret {_signed(r.worst_regret_pct)} [{_signed(r.worst_regret_lo_pct)}, "
+        return f"worst regret {_signed(r.worst_regret_pct)} not measurable ({_int(r.n_units)} runs timed both)"
+    return (f"worst regret {_signed(r.worst_regret_pct)} [{_signed(r.worst_regret_lo_pct)}, "
             f"{_signed(r.worst_regret_hi_pct)}] {str(r.verdict).replace('_', ' ')} "
             f"({r.worst_runner}:{r.worst_tactic} vs {r.best_runner}:{r.best_tactic}, {_int(r.n_units)} runs)")
 
@@ -155,10 +200,11 @@ def _slow_lines(slow) -> list[str]:
             for r in flagged.itertuples(index=False)]
 
 
-def _summary(rows) -> str:
+def _summary(rows, *, where: str = "") -> str:
     agree = int((rows["distinct_picks"] == 1).sum())
     slower = rows[(rows["verdict"] == "slower").fillna(False).to_numpy(dtype=bool)]
-    text = (f"{len(rows)} buckets: all tunings agree in {agree}; a pick costs beyond noise in {len(slower)}, "
+    text = (f"{len(rows)} buckets{' ' + where if where else ''}: all tunings agree in {agree}; "
+            f"a pick costs beyond noise in {len(slower)}, "
             f"within noise in {int((rows['verdict'] == 'within_noise').sum())}, "
             f"not measurable in {int((rows['verdict'] == 'not_measurable').sum())}")
     if len(slower):
