@@ -89,8 +89,10 @@ def test_no_section_without_carried_picks_or_a_price(shipped_h200):
     assert report.across_gpus_section(report.ReportContext(data=shipped_h200, results=None)) is None
 
 
-def test_the_report_draws_the_figure_in_its_pipeline(shipped_across, tmp_path):
-    written = report.build_report(shipped_across, tmp_path / "r", only=["portability_H200_on_H100"], index=False,
-                                  progress=False)
+def test_the_report_draws_the_figure_in_its_pipeline(tmp_path):
+    """One model's H200 capture beside its H100 capture and cross verify: what the report needs for the figure."""
+    data = catalog.open([DATA / "h200-moe" / "qwen3-30b-a3b-r0", DATA / "h100-moe" / "qwen3-30b-a3b-r0",
+                         DATA / "h100-moe" / "qwen3-30b-a3b-verify-cross"])
+    written = report.build_report(data, tmp_path / "r", only=["portability_H200_on_H100"], index=False, progress=False)
     assert [p.name for p in written] == ["portability_H200_on_H100.png"]
     assert written[0].stat().st_size > 50_000
