@@ -8,6 +8,7 @@ finished tuning call.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import shutil
 import tempfile
@@ -121,6 +122,12 @@ def table_files(root: Path) -> list[Path]:
     return sorted(p.relative_to(root) for p in root.rglob("*.parquet"))
 
 
+@functools.cache
+def _pristine_rows(path: Path) -> pd.DataFrame:
+    """A pristine segment's table, read once: each example compares with it."""
+    return pd.read_parquet(path)
+
+
 Damage = st.tuples(st.sampled_from(["truncate", "garble", "delete", "empty", "folder", "drop segment"]),
                    st.integers(0, 10**6), st.binary(min_size=1, max_size=64))
 
@@ -175,7 +182,7 @@ def test_damaged_capture_folders_raise_only_profkits_errors_and_keep_undamaged_s
         unnamed = [f for f in present if not any(str(f) in p for p in tables.problems)]
         assert all(_still_readable(root / f) for f in unnamed)
     for table in schema.TABLES:
-        kept = [pd.read_parquet(pristine / f) for f in files if f.name == f"{table}.parquet" and f not in damaged]
+        kept = [_pristine_rows(pristine / f) for f in files if f.name == f"{table}.parquet" and f not in damaged]
         loaded = getattr(tables, table)
         if table == "runs":
             assert {r for k in kept for r in k["run_id"]} <= set(loaded["run_id"])

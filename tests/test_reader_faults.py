@@ -9,6 +9,7 @@ file can hold, numbers past what an Int64 column holds.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import json
 import os
@@ -452,6 +453,12 @@ def _quietly(read, *args, **kwargs):
         return read(*args, **kwargs)
 
 
+@functools.cache
+def _undamaged(read, path: Path):
+    """``read(path)`` of an undamaged input, read once: each example of a property compares with it."""
+    return read(path)
+
+
 @PROPERTY
 @given(source=st.sampled_from([CPU_CACHE, H200_CACHE]), data=st.data())
 def test_a_damaged_cache_beside_a_good_one_never_costs_the_good_ones_rows(tmp_path_factory, source, data):
@@ -464,7 +471,7 @@ def test_a_damaged_cache_beside_a_good_one_never_costs_the_good_ones_rows(tmp_pa
     both = _quietly(profkit.read_cache, [good, damaged])
     w = both.winners
     pd.testing.assert_frame_equal(winner_rows(w[w["run_id"] == "good.json"]),
-                                  winner_rows(profkit.read_cache(CPU_CACHE).winners))
+                                  winner_rows(_undamaged(profkit.read_cache, CPU_CACHE).winners))
 
 
 @PROPERTY
@@ -475,7 +482,7 @@ def test_a_damaged_v2_entry_never_costs_the_other_entries(tmp_path_factory, data
     victim = data.draw(st.sampled_from(entries), label="entry")
     victim.write_bytes(_mutate(victim.read_bytes(), data.draw))
     w = _quietly(profkit.read_cache, store).winners
-    whole = profkit.read_cache(STORE).winners
+    whole = _undamaged(profkit.read_cache, STORE).winners
     others = w[~w["file"].str.endswith(victim.name)]
     pd.testing.assert_frame_equal(winner_rows(others), winner_rows(whole[~whole["file"].str.endswith(victim.name)]))
 
@@ -489,7 +496,7 @@ def test_a_damaged_bench_file_beside_a_good_one_never_costs_the_good_ones_rows(t
         _quietly(profkit.read_bench, damaged)
     both = _quietly(profkit.read_bench, [SGLANG_JSONL, damaged])
     mine = both[both["source"] == str(SGLANG_JSONL)].reset_index(drop=True)
-    pd.testing.assert_frame_equal(mine, profkit.read_bench(SGLANG_JSONL))
+    pd.testing.assert_frame_equal(mine, _undamaged(profkit.read_bench, SGLANG_JSONL))
 
 
 @PROPERTY
@@ -502,7 +509,7 @@ def test_a_damaged_log_beside_a_good_one_never_costs_the_good_ones_rows(tmp_path
     with contextlib.suppress(ProfkitError):
         _quietly(profkit.read_log, damaged)
     both = _quietly(profkit.read_log, [good, damaged])
-    alone = profkit.read_log(CPU_LOG)
+    alone = _undamaged(profkit.read_log, CPU_LOG)
     for table in ("candidates", "winners"):
         mine = getattr(both, table)
         mine = mine[mine["file"].astype(str) == "good.log"]
