@@ -1,7 +1,11 @@
 """Shared test setup: Agg backend, figures closed after each test, paths to shipped data, and the shipped
-data read once per session, i.e. once per pytest worker (the session fixtures are shared: a test reads them
-and never changes them)."""
+data read once per session (the session fixtures are shared: a test reads them and never changes them); those
+that tests on several pytest-xdist workers use are computed once per run (:func:`once_per_run`)."""
 
+import fcntl
+import inspect
+import os
+import pickle
 from pathlib import Path
 
 import matplotlib
@@ -31,7 +35,34 @@ def tuner():
         yield t
 
 
-@pytest.fixture(scope="session")
+def once_per_run(build):
+    """``build`` as a session fixture computed once per run, not once per pytest-xdist worker.
+
+    The first worker to need it computes it (its arguments are fixtures, as in any fixture) and pickles it
+    into the run's shared temporary folder, under a lock; the others wait there and unpickle it, without its
+    fixtures (a pickle round trip is exact, and a tenth of a second where the analyses take seconds).
+    """
+    def fixture(request, tmp_path_factory):
+        def value():
+            return build(*(request.getfixturevalue(name) for name in inspect.signature(build).parameters))
+
+        if "PYTEST_XDIST_WORKER" not in os.environ:
+            return value()
+        shared = tmp_path_factory.getbasetemp().parent  # each worker's base folder lies in the run's
+        with open(shared / f"{build.__name__}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            pickled = shared / f"{build.__name__}.pickle"
+            if pickled.is_file():
+                return pickle.loads(pickled.read_bytes())
+            made = value()
+            pickled.write_bytes(pickle.dumps(made, protocol=pickle.HIGHEST_PROTOCOL))
+            return made
+
+    fixture.__doc__ = build.__doc__  # not functools.wraps: pytest would read build's arguments as the fixture's
+    return pytest.fixture(fixture, scope="session", name=build.__name__)
+
+
+@once_per_run
 def shipped_h200():
     """``data/h200`` with the shipped SGLang serving pair, as the report reads it (a Catalog)."""
     from profkit.catalog import open as open_catalog, shipped_bench
@@ -39,7 +70,7 @@ def shipped_h200():
     return open_catalog(DATA / "h200", bench=shipped_bench())
 
 
-@pytest.fixture(scope="session")
+@once_per_run
 def shipped_h200_results(shipped_h200):
     """Everything the report computes from ``data/h200`` (analysis.results.analyse)."""
     from profkit.analysis.results import analyse
@@ -64,7 +95,7 @@ def shipped_whole_results(shipped_whole):
     return build_model(shipped_whole).results
 
 
-@pytest.fixture(scope="session")
+@once_per_run
 def shipped_verify_verdicts():
     """:func:`profkit.analysis.verify.bucket_verdicts` of every verify table under ``data/h200-verify`` (about 7 s)."""
     from profkit.analysis.verify import bucket_verdicts
@@ -73,7 +104,7 @@ def shipped_verify_verdicts():
     return bucket_verdicts(read_verify(DATA / "h200-verify"))
 
 
-@pytest.fixture(scope="session")
+@once_per_run
 def shipped_moe_runs():
     """``data/h200-moe`` as :func:`profkit.sources.moe_runs.read_moe_runs` reads it (a MoeRuns)."""
     from profkit.sources.moe_runs import read_moe_runs
@@ -81,7 +112,7 @@ def shipped_moe_runs():
     return read_moe_runs(DATA / "h200-moe")
 
 
-@pytest.fixture(scope="session")
+@once_per_run
 def shipped_across():
     """``data/h200-moe`` and ``data/h100-moe`` read together (a Catalog): the H200's MoE captures verified on the
     H100 beside the H100's own, and the port's price."""
