@@ -264,13 +264,20 @@ MODEL_SUMMARY_COLUMNS = {
 }
 
 
+def most_verified(run_ids: pd.Series) -> str:
+    """The run with the most verify rows (the sweep's, every routing and M, over a repeat or a rank's bucket-only
+    table), the first by name on a tie."""
+    counts = run_ids.astype(str).value_counts()
+    return str(sorted(counts.index[counts == counts.max()])[0])
+
+
 def model_summary(winners: pd.DataFrame, candidates: pd.DataFrame, verify: pd.DataFrame, step: pd.DataFrame,
                   runs: pd.DataFrame, *, routing: str = "tuner") -> pd.DataFrame:
     """One row per MoE model: what tuning cost, what it bought per op and at the step, and how well it was predicted.
 
     Args:
         winners, candidates: every capture of the models (repeated tunings included).
-        verify: the MoE verify tables (each of one capture: the model's first run).
+        verify: the MoE verify tables; per model those of its run with the most verify rows (:func:`most_verified`).
         step: MoE step rows (``series``); their ``cache`` and ``repaired`` series loaded the verified
             capture's files.
         runs: one row per run folder with run_id, model, tune_call_s (:class:`profkit.sources.moe_runs.MoeRuns`).
@@ -293,6 +300,8 @@ def model_summary(winners: pd.DataFrame, candidates: pd.DataFrame, verify: pd.Da
         w = winners[winners["run_id"].isin(run_ids)]
         c = candidates[candidates["run_id"].isin(run_ids)]
         v = verify[verify["run_id"].isin(run_ids)] if len(verify) else verify
+        if len(v):  # the sweep's own table: a rank's or a repeat's re-timing is not the model's verify
+            v = v[(v["run_id"].astype(str) == most_verified(v["run_id"])).to_numpy(dtype=bool)]
         s = step[step["model"] == model] if len(step) else step
         first = mine.sort_values("folder").iloc[0]
         row = {"model": model, "tunings": len(run_ids), "tuning_s": first["tune_call_s"]}

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from profkit.analysis import cost
+from profkit.analysis.moe import most_verified
 from profkit.analysis._frames import conform_columns, empty
 
 MOE_MODEL_COLUMNS = {"model": "string", "shape": "string", "run_id": "string", "runs": "string",
@@ -25,10 +26,11 @@ def moe_frames(runs, verdicts: pd.DataFrame | None = None) -> dict:
     t = runs.tables
     out["runs"] = runs.runs
     out["ops"] = sorted(set(moe.moe_rows(t.winners)["op"].dropna().astype(str))) if len(t.winners) else []
-    out["summary"] = moe.model_summary(t.winners, t.candidates, runs.verify, runs.step, runs.runs)
-    if len(runs.verify):
-        out["sensitivity"] = with_intervals(moe.routing_sensitivity(runs.verify), verdicts)
     model_of = dict(zip(runs.runs["run_id"], runs.runs["model"]))
+    verify = _sweeps(runs.verify, model_of)
+    out["summary"] = moe.model_summary(t.winners, t.candidates, verify, runs.step, runs.runs)
+    if len(verify):
+        out["sensitivity"] = with_intervals(moe.routing_sensitivity(verify), verdicts)
     if len(out["sensitivity"]):
         out["sensitivity"] = out["sensitivity"].assign(model=out["sensitivity"]["run_id"].map(model_of))
     changes, predictions = [], []
@@ -36,11 +38,10 @@ def moe_frames(runs, verdicts: pd.DataFrame | None = None) -> dict:
         model = str(rows["model"].dropna().iloc[0]) if rows["model"].notna().any() else ""
         changed = moe.step_changes(rows)
         changes.append(changed.assign(source=str(source), model=model))
-        verified = runs.verify[runs.verify["run_id"].map(model_of) == model] if len(runs.verify) else runs.verify
+        verified = verify[verify["run_id"].map(model_of) == model] if len(verify) else verify
         if len(verified):
-            run = sorted(verified["run_id"].unique())[0]
-            won = t.winners[t.winners["run_id"] == run]
-            predictions += [moe.step_predictions(rows, won, verified[verified["run_id"] == run], state=s,
+            won = t.winners[t.winners["run_id"] == verified["run_id"].iloc[0]]
+            predictions += [moe.step_predictions(rows, won, verified, state=s,
                                                  changes=changed).assign(source=str(source))
                             for s in ("cache", "repaired")]
     out["changes"] = pd.concat(changes, ignore_index=True) if changes else pd.DataFrame()
@@ -65,6 +66,16 @@ def moe_frames(runs, verdicts: pd.DataFrame | None = None) -> dict:
 
 
 
+def _sweeps(verify: pd.DataFrame, model_of: dict) -> pd.DataFrame:
+    """Each model's verify rows of its sweep only (:func:`~profkit.analysis.moe.most_verified`): a rank's or a
+    repeat's re-timing of another tuning is the ranks' evidence (:func:`profkit.analysis.ranks.served_agreement`)."""
+    if verify.empty:
+        return verify
+    model = verify["run_id"].map(model_of)
+    keep = {most_verified(g["run_id"]) for _, g in verify.groupby(model, sort=True)}
+    return verify[verify["run_id"].astype(str).isin(keep).to_numpy(dtype=bool)]
+
+
 def with_intervals(sensitivity: pd.DataFrame, verdicts: pd.DataFrame | None) -> pd.DataFrame:
     """``sensitivity`` with the rule's effect, interval and detectable change where ``verdicts`` (the
     tuner routing's :func:`~profkit.analysis.verify.bucket_verdicts`) has them; other routings keep the
@@ -84,7 +95,7 @@ def moe_models(runs: pd.DataFrame, sensitivity: pd.DataFrame, changes: pd.DataFr
     """One row per MoE model, the one with the most evidence first (most tunings, then step sets, then name).
 
     Returns:
-        :data:`MOE_MODEL_COLUMNS`: run_id (its verified run, else its first run by folder), runs
+        :data:`MOE_MODEL_COLUMNS`: run_id (its run with the most verify rows, else its first run by folder), runs
         (every run id, comma-joined), step_source (the step set with an A/A series, else its first),
         tunings and step_sets.
     """
@@ -93,7 +104,9 @@ def moe_models(runs: pd.DataFrame, sensitivity: pd.DataFrame, changes: pd.DataFr
     rows = []
     for model, mine in runs.dropna(subset=["model"]).groupby("model", sort=True):
         ordered = mine.sort_values("folder")["run_id"].dropna().astype(str).tolist()
-        verified = sorted(set(sensitivity["run_id"].astype(str)) & set(ordered)) if len(sensitivity) else []
+        mine_verified = sensitivity[sensitivity["run_id"].astype(str).isin(ordered).to_numpy(dtype=bool)] \
+            if len(sensitivity) else sensitivity
+        verified = [most_verified(mine_verified["run_id"])] if len(mine_verified) else []
         sets = changes[(changes["model"] == model).to_numpy(dtype=bool)] if len(changes) else changes
         sources = sorted(sets["source"].astype(str).unique()) if len(sets) else []
         aa = [src for src in sources if (sets[sets["source"] == src]["state"].astype(str).str.startswith("untuned-")).any()]
