@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import io
 import os
 import re
 import sys
@@ -195,21 +194,6 @@ def _draw(spec, formats: tuple) -> tuple[int, dict[str, bytes]]:
 
     fig = spec.draw()
     try:
-        return int(fig.get_size_inches()[0] * _PX_PER_INCH), {fmt: _figure_bytes(fig, fmt) for fmt in formats}
+        return int(fig.get_size_inches()[0] * _PX_PER_INCH), _style.figure_files(fig, formats)
     finally:
         plt.close(fig)
-
-
-def _figure_bytes(fig, fmt: str) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=_style.DPI, metadata=_metadata(fmt))
-    return buf.getvalue()
-
-
-def _metadata(fmt: str) -> dict:
-    """Deterministic files: no creation date in PNG/SVG/PDF metadata."""
-    if fmt == "png":
-        return {"Software": None}
-    if fmt == "svg":
-        return {"Date": None}
-    return {"CreationDate": None}

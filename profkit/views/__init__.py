@@ -9,12 +9,14 @@ figures made inside it for design documents (larger type, no run ids).
 
 Also public, for the report and notebooks that lay figures and tables out: the styles (``STYLES``,
 ``DPI``, ``styled``), labels and notes (``short_label``, ``timing_note``, ``timings_of``,
-``STATE_ORDER``, ``gpu_name``) and table formatting (``display_frame``, ``number``).
+``STATE_ORDER``, ``gpu_name``), table formatting (``display_frame``, ``number``) and a figure's
+files (``figure_files``).
 """
 
 from profkit.views._candidates import plot_candidates
 from profkit.views._compare import plot_diff, plot_rank_divergence, plot_winner_flips
 from profkit.views._explorer import explorer  # ipywidgets is imported only when called
+from profkit.views._export import figure_files
 from profkit.views._e2e import plot_kernel_vs_e2e, plot_op_timings, plot_step_change
 from profkit.views._format import display_frame, number
 from profkit.views._moe import plot_moe_routing, plot_moe_step, plot_moe_tactics
@@ -30,7 +32,7 @@ from profkit.views._verify import plot_serving_vs_tuner
 
 __all__ = [
     "DPI", "STATE_ORDER", "STYLES", "display_frame", "gpu_name", "number", "short_label", "styled",
-    "timing_note", "timings_of",
+    "timing_note", "timings_of", "figure_files",
     "explorer", "plot_candidates", "plot_diff", "plot_kernel_vs_e2e", "plot_moe_routing", "plot_moe_step",
     "plot_moe_tactics", "plot_op_timings", "plot_portability", "plot_rank_divergence",
     "plot_serving_vs_tuner", "plot_speedup", "plot_step_change", "plot_step_times", "plot_tactic_map",

@@ -36,6 +36,9 @@ STATE_LABELS = {"untuned": "untuned (FlashInfer fallback)", "tuned": "tuned (sam
                 "v2-eager": "v2-eager (autotune_v2, eager)", "torch": "torch (plain torch linears)"}
 
 
+_COLUMNS = ("model", "dtype", "phase", "tokens", "state", "step_ms")
+
+
 @dataclasses.dataclass(frozen=True)
 class StepTimesInfo:
     """Per state: the tokens of each point and its median, min and max over repetitions.
@@ -172,8 +175,8 @@ def plot_step_times(bench: pd.DataFrame, *, model: str | None = None, dtype: str
     Raises:
         ProfkitError: when model or dtype is ambiguous or not in ``bench``.
     """
-    require(bench, ("model", "dtype", "phase", "tokens", "state", "step_ms"), "profkit step bench")
-    b = bench
+    require(bench, _COLUMNS, "profkit step bench")
+    b = bench[[c for c in (*_COLUMNS, "layers", "error") if c in bench.columns]]  # narrow first: rows are cut below
     if len(b):
         b, model = _pick(b, "model", model, "the step rows")
         b, dtype = _pick(b, "dtype", dtype, f"the {model} step rows")
