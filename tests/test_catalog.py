@@ -81,7 +81,8 @@ def counted(read):
     return wrapper
 pq.read_table = counted(pq.read_table)  # pandas reads parquet through it
 from profkit.cli import main
-assert main(["report", root, "--out", {str(tmp_path / 'out')!r}, "--no-progress", "--only", "moe_step_qwen3-30b-a3b"]) == 0
+assert main(["report", root, "--out", {str(tmp_path / 'out')!r}, "--no-progress",
+             "--only", "moe_step_qwen3-30b-a3b"]) == 0
 print("\\n".join(f"{{n}} {{p}}" for p, n in sorted(opened.items())))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=900)
