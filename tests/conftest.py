@@ -97,7 +97,7 @@ def shipped_whole_results(shipped_whole):
 
 @once_per_run
 def shipped_verify_verdicts():
-    """:func:`profkit.analysis.verify.bucket_verdicts` of every verify table under ``data/h200-verify`` (about 7 s)."""
+    """:func:`profkit.analysis.verify.bucket_verdicts` of every verify table under ``data/h200-verify``."""
     from profkit.analysis.verify import bucket_verdicts
     from profkit.sources.verify import read_verify
 
