@@ -1,5 +1,5 @@
-"""views.figure_files: the PNG has the pixels savefig draws (laid out once, RGB when opaque); a format saved after it
-draws as after savefig."""
+"""views.figure_files: the PNG has the pixels savefig draws (laid out once, RGB when opaque, a valid file); a format
+saved after it draws as after savefig."""
 
 from __future__ import annotations
 
@@ -44,6 +44,8 @@ def _pixels(png: bytes) -> np.ndarray:
 def test_png_has_the_pixels_savefig_draws_as_rgb_without_text_chunks(layout, height):
     png = views.figure_files(_figure(layout, height=height), ["png"])["png"]
     assert np.array_equal(_pixels(png), _pixels(_savefig(_figure(layout, height=height), "png")))
+    with Image.open(io.BytesIO(png)) as img:
+        img.verify()  # every chunk's CRC
     with Image.open(io.BytesIO(png)) as img:
         assert img.mode == "RGB" and round(img.info["dpi"][0]) == views.DPI and not img.text
 
