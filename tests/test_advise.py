@@ -50,6 +50,7 @@ class NeverWins(T.ToyCudnnRunner):
 
 
 # Relative times per op: (default = runners[0] tactic -1, tactic 0, tactic 1, the never-winning runner).
+_NO_VERDICTS = pd.DataFrame({"op": pd.Series(dtype="string"), "recommendation": pd.Series(dtype="string")})
 GAIN = {"gain_op": (1.10, 1.00, 1.15, 1.25), "noise_op": (1.005, 1.00, 1.003, 1.25)}
 
 
@@ -275,13 +276,14 @@ def test_report_section_lays_out_the_plan_analysis_computed(tables):
     from profkit import report
 
     plan = advise(tables)  # what the report's Results hold: the plan is computed there, the view only draws it
-    ctx = SimpleNamespace(results=SimpleNamespace(plan=plan, plan_error="", frontier=budget_frontier(plan)))
+    ctx = SimpleNamespace(results=SimpleNamespace(plan=plan, plan_error="", frontier=budget_frontier(plan),
+                                                  op_verdicts=_NO_VERDICTS))
     section = report.plan_section(ctx)
     assert isinstance(section, report.Section) and "do not tune noise_op" in section.text
     assert [f.name for f in section.figures] == ["advise_gain_op", "advise_noise_op"]
     assert section.figures[0].draw().axes and plan_views.plot_plan(plan).axes
     assert "planned" in report.markdown_table(section.tables[0]) and len(section.tables[1].frame) == 5
-    empty = SimpleNamespace(results=SimpleNamespace(plan=None, plan_error="", frontier=None))
+    empty = SimpleNamespace(results=SimpleNamespace(plan=None, plan_error="", frontier=None, op_verdicts=_NO_VERDICTS))
     assert report.plan_section(empty) is None
 
 
@@ -292,7 +294,8 @@ def test_report_plan_of_many_ops_is_one_figure(tables, monkeypatch):
 
     monkeypatch.setattr(_detail, "MAX_PLAN_FIGURES", 1)  # the toy plan has two ops: above the limit
     plan = advise(tables)
-    section = _detail.plan_section(SimpleNamespace(results=SimpleNamespace(plan=plan, plan_error="", frontier=None)))
+    section = _detail.plan_section(SimpleNamespace(results=SimpleNamespace(plan=plan, plan_error="", frontier=None,
+                                                                               op_verdicts=_NO_VERDICTS)))
     assert [f.name for f in section.figures] == ["advise_all"] and "all 2 ops" in section.figures[0].title
     assert section.figures[0].draw().axes
 

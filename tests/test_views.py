@@ -441,12 +441,13 @@ def _args(name, data, r, labels, request):
 
 
 def _portability_args(request):
-    """The H200's MoE picks timed on the H100 (data/h200-moe and data/h100-moe read together)."""
+    """The H200's MoE picks timed on the H100 (data/h200-moe and data/h100-moe read together; the reverse is shipped too)."""
     from profkit.analysis.portability import carried_picks
     from profkit.catalog import partition
 
     data = request.getfixturevalue("shipped_across")
-    return (carried_picks(partition.with_gpus(data.verify, data.runs)),), {"labels": dict(data.labels)}
+    return (carried_picks(partition.with_gpus(data.verify, data.runs)),), {  # both ways are shipped: draw one
+        "labels": dict(data.labels), "source_gpu": "NVIDIA H200", "target_gpu": "NVIDIA H100 80GB HBM3"}
 
 
 def _moe_args(request) -> dict:

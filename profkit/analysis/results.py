@@ -65,7 +65,8 @@ class Results:
         drift_summary: :func:`~profkit.analysis.step_sets.drift_summary` of ``drift`` (per phase).
         break_even_summary: :func:`~profkit.analysis.step_sets.break_even_summary` (per model and dtype).
         predictions: :func:`~profkit.analysis.step_sets.prediction_agreement`.
-        e2e: :func:`~profkit.analysis.serving.kernels_beside_serving`.
+        e2e, e2e_problem: :func:`~profkit.analysis.serving.kernels_beside_serving`: the rows, and why there are none
+            where serving rows were given ("" otherwise).
         serving_where: :func:`~profkit.analysis.serving.serving_provenance` (empty without ``e2e``).
         verdicts: the shipped tunings' serving verdicts (:func:`~profkit.analysis.serving.serving_verdicts`).
         policies: :func:`~profkit.analysis.verify.policy_table` of the policy study.
@@ -115,6 +116,7 @@ class Results:
     break_even_summary: pd.DataFrame
     predictions: pd.DataFrame
     e2e: pd.DataFrame
+    e2e_problem: str
     serving_where: dict
     verdicts: pd.DataFrame
     policies: pd.DataFrame
@@ -188,7 +190,7 @@ def analyse(data, *, progress=None) -> Results:
     say("serving")
     verdicts, policies = serving_verdicts(getattr(data, "verify", pd.DataFrame()),
                                           getattr(data, "policy_tuning", None), noise=noise)
-    e2e = kernels_beside_serving(speedups, data.bench, labels=data.labels)
+    e2e, e2e_problem = kernels_beside_serving(speedups, data.bench, labels=data.labels)
 
     say("MoE")
     moe = moe_frames(getattr(data, "moe", None), verdicts)
@@ -213,7 +215,7 @@ def analyse(data, *, progress=None) -> Results:
         predictions=prediction_agreement(data.verify, measured, predicted, changes, step_rows=step_rows,
                                          captures=data.step_captures, caches=getattr(data, "step_caches", {}),
                                          linears=data.linears),
-        e2e=e2e, serving_where=serving_provenance(t.runs, data.bench, speedups) if len(e2e) else {},
+        e2e=e2e, e2e_problem=e2e_problem, serving_where=serving_provenance(t.runs, data.bench, speedups) if len(e2e) else {},
         verdicts=verdicts, policies=policies, verify_summary=op_summary(verdicts) if len(verdicts) else pd.DataFrame(),
         moe_summary=moe["summary"], moe_sensitivity=moe["sensitivity"], moe_changes=moe["changes"],
         moe_predictions=moe["predictions"], moe_parts=moe["parts"], moe_across=moe["across"],

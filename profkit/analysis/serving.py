@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pandas as pd
 
@@ -59,7 +57,7 @@ def serving_provenance(runs: pd.DataFrame, bench: pd.DataFrame, speedups: pd.Dat
 
 
 
-def kernels_beside_serving(speedups: pd.DataFrame, bench: pd.DataFrame, *, labels=None) -> pd.DataFrame:
+def kernels_beside_serving(speedups: pd.DataFrame, bench: pd.DataFrame, *, labels=None) -> tuple[pd.DataFrame, str]:
     """Kernel speedups of the bench's model beside a serving pair (:func:`~profkit.analysis.kernel_vs_e2e`).
 
     The pair is autotune off/on where the bench says so, else the first two serving rows in
@@ -67,14 +65,14 @@ def kernels_beside_serving(speedups: pd.DataFrame, bench: pd.DataFrame, *, label
     bench's model, else all of them.
 
     Returns:
-        :func:`~profkit.analysis.kernel_vs_e2e` rows; empty when ``bench`` has no serving pair
-        (with a warning naming why when rows were given).
+        :func:`~profkit.analysis.kernel_vs_e2e` rows, and why there are none when serving rows were given but
+        form no pair ("" otherwise).
     """
     if bench.empty or "total_output_tokens" not in bench:
-        return pd.DataFrame()
+        return pd.DataFrame(), ""
     serving = bench[bench["total_output_tokens"].notna().to_numpy(dtype=bool)]
     if len(serving) < 2:
-        return pd.DataFrame()
+        return pd.DataFrame(), ""
     flags = serving["autotune"].astype("boolean")
     known = not flags.isna().any() and flags.nunique() == 2
     pair = {} if known else {"baseline": str(serving["label"].iloc[0]), "treatment": str(serving["label"].iloc[1])}
@@ -83,7 +81,6 @@ def kernels_beside_serving(speedups: pd.DataFrame, bench: pd.DataFrame, *, label
     mine = speedups[speedups["shape"].map(lambda s: model in labels.get(s, "")).to_numpy(dtype=bool)] if model \
         else speedups
     try:
-        return engine.kernel_vs_e2e(mine if len(mine) else speedups, serving, **pair)
+        return engine.kernel_vs_e2e(mine if len(mine) else speedups, serving, **pair), ""
     except ProfkitError as exc:
-        warnings.warn(f"bench files given but no serving pair found: {exc}", stacklevel=2)
-        return pd.DataFrame()
+        return pd.DataFrame(), " ".join(str(exc).split())

@@ -283,7 +283,8 @@ def verify_detail_section(ctx: ReportContext) -> Section | None:
 def e2e_section(ctx: ReportContext) -> Section | None:
     r = ctx.results
     if r.e2e.empty:
-        return None
+        return Section("Kernel speedup beside end-to-end serving", f"Engine results given but no serving pair: "
+                       f"{r.e2e_problem}", page="serving") if r.e2e_problem else None
     w = r.serving_where
     kernel_where = w.get("kernel_gpus", "").replace("NVIDIA ", "")
     serving_where = ", ".join(x for x in (w.get("serving_gpus", "") or "GPU not recorded", w.get("serving_engines", ""),
