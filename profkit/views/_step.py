@@ -74,25 +74,42 @@ def _pick(frame: pd.DataFrame, column: str, value: str | None, what: str) -> tup
 
 def _step_times_info(bench: pd.DataFrame, *, model: str, dtype: str, phase: str,
                      relative_to: str | None = None) -> StepTimesInfo:
-    """Median and min-max of step_ms per (state, tokens), optionally divided by one state's median."""
-    stats = bench.groupby(["state", "tokens"])["step_ms"].agg(["median", "min", "max", "size"]).reset_index()
+    """Median and min-max of step_ms per (state, tokens), optionally divided by one state's median.
+
+    Grouped in plain Python: a figure's few hundred rows cost pandas' per-call overhead many times over.
+    """
+    keep = (bench["state"].notna() & bench["tokens"].notna()).to_numpy(dtype=bool)
+    groups: dict[tuple[str, int], list[float]] = {}
+    for state, tokens, ms in zip(bench["state"].to_numpy(dtype=object)[keep], bench["tokens"].to_numpy()[keep],
+                                 bench["step_ms"].to_numpy(dtype=float, na_value=np.nan)[keep]):
+        groups.setdefault((str(state), int(tokens)), []).append(ms)
+    stats = {key: (*_median_min_max(values), len(values)) for key, values in sorted(groups.items())}
     if relative_to is not None:
-        base = stats[stats["state"] == relative_to].set_index("tokens")["median"]
-        stats = stats[stats["tokens"].isin(base.index)]
-        scale = stats["tokens"].map(base).to_numpy(dtype=float)
-        stats = stats.assign(**{c: stats[c].to_numpy(dtype=float) / scale for c in ("median", "min", "max")})
-    present = list(stats["state"].astype(str).unique())
-    states = [s for s in STATE_ORDER if s in present] + sorted(s for s in present if s not in STATE_ORDER)
-    by_state = [stats[stats["state"] == s].sort_values("tokens") for s in states]
+        base = {tokens: v[0] for (state, tokens), v in stats.items() if state == relative_to}
+        stats = {(state, tokens): (*(x / base[tokens] for x in v[:3]), v[3])
+                 for (state, tokens), v in stats.items() if tokens in base}
+    present = {state for state, _ in stats}
+    states = [s for s in STATE_ORDER if s in present] + sorted(present - set(STATE_ORDER))
+    by_state = [[(tokens, v) for (s, tokens), v in stats.items() if s == state] for state in states]
     layers = pd.to_numeric(bench["layers"], errors="coerce").dropna() if "layers" in bench else pd.Series(dtype=float)
+    sizes = [v[3] for v in stats.values()]
     return StepTimesInfo(
         model=model, dtype=dtype, phase=phase, states=tuple(states),
-        tokens=tuple(tuple(int(t) for t in g["tokens"]) for g in by_state),
-        medians=tuple(tuple(float(v) for v in g["median"]) for g in by_state),
-        lows=tuple(tuple(float(v) for v in g["min"]) for g in by_state),
-        highs=tuple(tuple(float(v) for v in g["max"]) for g in by_state),
-        repetitions=(int(stats["size"].min()), int(stats["size"].max())) if len(stats) else (0, 0),
+        tokens=tuple(tuple(t for t, _ in g) for g in by_state),
+        medians=tuple(tuple(v[0] for _, v in g) for g in by_state),
+        lows=tuple(tuple(v[1] for _, v in g) for g in by_state),
+        highs=tuple(tuple(v[2] for _, v in g) for g in by_state),
+        repetitions=(min(sizes), max(sizes)) if sizes else (0, 0),
         layers=int(layers.iloc[0]) if layers.nunique() == 1 else None, relative_to=relative_to)
+
+
+def _median_min_max(values: list[float]) -> tuple[float, float, float]:
+    """Of the values that are not NaN (NaN, NaN, NaN when none is), as pandas' groupby aggregates."""
+    known = np.asarray(values, dtype=float)
+    known = known[~np.isnan(known)]
+    if not known.size:
+        return np.nan, np.nan, np.nan
+    return float(np.median(known)), float(known.min()), float(known.max())
 
 
 def _draw_step_times(info: StepTimesInfo, ax: Axes, *, labels: Mapping[str, str] | None = None,
