@@ -117,13 +117,15 @@ def cache_lines(results) -> list[str]:
     if idle.empty:
         return []
     lines = []
+    ignored = idle[(idle["why"] == "ignored").to_numpy(dtype=bool)]
+    for detail, rows in ignored.groupby("detail", sort=True):  # one line per mismatch: every file it ignored named
+        files = "; ".join(f"`{r.cache}` (`{r.where}`, {T.count(r.times, 'time')})" for r in rows.itertuples(index=False))
+        lines.append(f"WARNING your cache did nothing: FlashInfer ignored {T.count(len(rows), 'cache file')} created "
+                     f"in a different environment ({detail}); the process ran default tactics or tuned again: "
+                     f"{files}. Tune on this GPU, or `profkit verify` the other GPU's picks here and `profkit repair` "
+                     "a file for this one.")
     for row in idle.itertuples(index=False):
-        if row.why == "ignored":
-            lines.append(f"WARNING your cache did nothing: FlashInfer ignored `{row.cache}`, created in a different "
-                         f"environment ({row.detail}); the process ran default tactics or tuned again "
-                         f"(`{row.where}`, {T.count(row.times, 'time')}). Tune on this GPU, or `profkit verify` the "
-                         "other GPU's picks here and `profkit repair` a file for this one.")
-        else:
+        if row.why != "ignored":
             lines.append(f"WARNING `{row.cache}` changed nothing: state `{row.detail}` loaded it and ran the default "
                          f"tactic in every layer at every size (`{row.where}`): FlashInfer found no tuned config in it "
                          "for these shapes, or each one it holds is the default.")
