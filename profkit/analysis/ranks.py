@@ -208,11 +208,14 @@ def served_agreement(verify: pd.DataFrame) -> pd.DataFrame:
 
 
 def served_pick_stats(verify: pd.DataFrame) -> pd.DataFrame:
-    """The picks of ranks' verify tables in :func:`pick_regrets`' columns (a table is a run; its serving median the time).
+    """The picks of ranks' verify tables in :func:`pick_regrets`' columns (a table is a run and a rank; its serving
+    median the time), by :func:`profkit.analysis._rank_reduce.pick_stats`.
 
     Rows at each bucket's own M, timed ok, under the tuner's routing where a routing is named; ``gpu`` is
-    ``verify_gpu``. ``first_seen`` orders picks by the first table (by run id) that picked them.
+    ``verify_gpu``; a table's pick is its ``winner`` row.
     """
+    from profkit.analysis import _rank_reduce
+
     require(verify, ("run_id", "op", "profile", "bucket", "m", "runner", "tactic", "winner", "serving_ms", "status"),
             "verify")
     v = verify[(verify["m"] == verify["bucket"]).fillna(False).to_numpy(dtype=bool)
@@ -221,30 +224,15 @@ def served_pick_stats(verify: pd.DataFrame) -> pd.DataFrame:
     if "routing" in v.columns:
         routing = v["routing"].astype("string")
         v = v[(routing.isna() | (routing == "tuner")).to_numpy(dtype=bool)]
-    if v.empty:
-        return pd.DataFrame(columns=[*_PICK, "tunings", "ranks", "bucket_tunings", "bucket_ranks", "first_seen", "best",
-                                     "geo_ms", "timed_runs", "n_paired", "mean_log_ratio", "sd_log_ratio"])
     gpu = v["verify_gpu"].astype("string").fillna("unknown GPU") if "verify_gpu" in v else "unknown GPU"
-    unit = v["run_id"].astype(str) + "|" + (v["verify_run_id"].astype(str) if "verify_run_id" in v else "")
-    v = v.assign(gpu=gpu, unit=unit, tactic=v["tactic"].astype(str), bucket=v["bucket"].astype("Int64"),
-                 lt=np.log(pd.to_numeric(v["serving_ms"]).to_numpy(dtype=float)))
-    order = {u: i for i, u in enumerate(sorted(v["unit"].unique()))}
-    won = v[v["winner"].fillna(False).to_numpy(dtype=bool)].drop_duplicates([*_BUCKET, "unit"])
-    picks = won.groupby(_PICK, sort=True).agg(tunings=("unit", "nunique"),
-                                              first_seen=("unit", lambda u: min(order[x] for x in u))).reset_index()
-    picks["ranks"] = picks["tunings"]
-    per_bucket = won.groupby(_BUCKET)["unit"].nunique().rename("bucket_tunings").reset_index()
-    timed = v.merge(picks[_PICK], on=_PICK).groupby([*_PICK, "unit"], sort=True)["lt"].min().reset_index()
-    geo = timed.groupby(_PICK)["lt"].agg(mean_lt="mean", timed_runs="size").reset_index()
-    best = geo.loc[geo.groupby(_BUCKET)["mean_lt"].idxmin(), [*_PICK]].assign(best=True)
-    ref = timed.merge(best[_PICK], on=_PICK)[[*_BUCKET, "unit", "lt"]].rename(columns={"lt": "best_lt"})
-    paired = timed.merge(ref, on=[*_BUCKET, "unit"]).assign(d=lambda f: f["lt"] - f["best_lt"])
-    stats = paired.groupby(_PICK)["d"].agg(n_paired="size", mean_log_ratio="mean", sd_log_ratio="std").reset_index()
-    out = (picks.merge(per_bucket, on=_BUCKET).merge(geo, on=_PICK, how="left").merge(best, on=_PICK, how="left")
-           .merge(stats, on=_PICK, how="left"))
-    return out.assign(bucket_ranks=out["bucket_tunings"], best=out["best"].fillna(False).astype(bool),
-                      geo_ms=np.exp(out["mean_lt"]), timed_runs=out["timed_runs"].fillna(0).astype(int),
-                      n_paired=out["n_paired"].fillna(0).astype(int)).drop(columns="mean_lt")
+    table = v["run_id"].astype(str) + "|" + (v["verify_run_id"].astype(str) if "verify_run_id" in v else "")
+    v = v.assign(gpu=gpu, run_id=table, tactic=v["tactic"].astype(str), bucket=v["bucket"].astype("Int64"),
+                 min_ms=pd.to_numeric(v["serving_ms"]).astype(float))
+    v = v.assign(rank=v["run_id"].map({t: i for i, t in enumerate(sorted(v["run_id"].unique()))}).astype("Int64"))
+    picks = v[v["winner"].fillna(False).to_numpy(dtype=bool)].drop_duplicates([*_BUCKET, "run_id"]).assign(call=1)
+    times = v.groupby(["gpu", "run_id", "op", "profile", "runner", "tactic"], sort=True).agg(
+        rank=("rank", "max"), min_ms=("min_ms", "min")).reset_index()
+    return _rank_reduce.pick_stats(picks, times)
 
 
 def _first_by(g: np.ndarray, keys: tuple) -> np.ndarray:
