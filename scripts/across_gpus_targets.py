@@ -2,7 +2,9 @@
 
 1. Shipped: each GPU's captures per op, and which GPU's captures were verified on which other GPU.
 2. Porting costs at most a third of a full tuning on the target, both in fresh processes with their kernel
-   compiles (:func:`profkit.analysis.portability.port_price`; also without compiles).
+   compiles (:func:`profkit.analysis.portability.port_price`; also without compiles). A port without a
+   ``price.json`` (``profkit port`` alone: a dense GEMM tuning) is priced against the same model and dtype's
+   tuning pass on the target GPU in the step sets (its ``tuning_s``).
 3. The ported cache's model step is within noise of the target's own tuned cache or better at every size, and
    never slower than untuned beyond noise (:func:`profkit.analysis.step.compare_steps`, the one rule; the step
    set holding a ``ported`` state).
@@ -12,8 +14,10 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
+from pathlib import Path
 
 import pandas as pd
 
@@ -53,6 +57,33 @@ def print_price(prices: pd.DataFrame) -> None:
               f"{p.port_s:.1f} s / {p.tune_s:.1f} s = {p.port_over_tune:.3f}")
 
 
+def print_step_ports(data) -> None:
+    """Ports without a price.json: port.json's seconds over the target's own tuning pass of that model and dtype."""
+    files = data.files[data.files["rel"].astype(str).str.endswith("port.json").to_numpy(dtype=bool)]
+    steps = pd.concat([data.step, data.step_other], ignore_index=True)
+    tuned = steps[(steps["state"] == "tuned").to_numpy(dtype=bool) & steps["tuning_s"].notna().to_numpy(dtype=bool)]
+    for path in files["path"]:
+        folder = Path(path).parent.parent
+        if (folder / "price.json").exists():
+            continue  # priced above, by profkit.bench.port_price
+        port = json.loads(Path(path).read_text())
+        rel = folder.relative_to(data.root)
+        ran = steps[steps["step_set"].astype(str).eq(str(rel)).to_numpy(dtype=bool)]
+        if ran.empty:
+            print(f"   {rel}: port.json without a step set beside it: no model to price it against")
+            continue
+        model, dtype = ran["model"].iloc[0], ran["dtype"].iloc[0]
+        own = tuned[(tuned["model"] == model).to_numpy(dtype=bool) & (tuned["dtype"] == dtype).to_numpy(dtype=bool)
+                    & (tuned["gpu"] == port["target_gpu"]).to_numpy(dtype=bool)]
+        if own.empty:
+            print(f"   {rel}: no {model} {dtype} tuning pass on {port['target_gpu']} to price it against")
+            continue
+        ratio = port["port_s"] / own["tuning_s"].iloc[0]
+        print(f"   {model} {dtype}, {port['source_gpu']} -> {port['target_gpu']}: {port['port_s']:.1f} s / "
+              f"{own['tuning_s'].iloc[0]:.1f} s (the target's tuning pass, {own['source'].iloc[0]}) = {ratio:.3f}  "
+              f"{'MET' if ratio <= 1 / 3 else 'MISSED'}")
+
+
 def print_step(steps: pd.DataFrame) -> None:
     print("3. the ported cache's step: against the target's own cache, and against untuned (the one rule)")
     sets = steps.loc[(steps["state"] == "ported").to_numpy(dtype=bool), "source"].unique()
@@ -62,6 +93,9 @@ def print_step(steps: pd.DataFrame) -> None:
         rows = steps[(steps["source"] == source).to_numpy(dtype=bool)]
         for baseline, target in (("cache", "within noise of the own cache or faster"),
                                  ("untuned", "never slower than untuned")):
+            if not (rows["state"] == baseline).any():
+                print(f"   {source}: no {baseline} state in this set")
+                continue
             c = compare_steps(rows, baseline=baseline)
             print(f"   {source}, against {baseline} ({target}):")
             for state, g in c.groupby("state", sort=True):
@@ -69,7 +103,9 @@ def print_step(steps: pd.DataFrame) -> None:
                 slower = g[(g["verdict"] == "slower").to_numpy(dtype=bool)]
                 at = ", ".join(f"{r.phase} {r.tokens} {100 * r.effect:+.1f}% [{100 * r.effect_lo:+.1f}%, "
                                f"{100 * r.effect_hi:+.1f}%]" for r in slower.itertuples(index=False))
-                verdict = ("  MET" if slower.empty else "  MISSED") if state == "ported" else ""
+                measured = counts.get("not_measurable", 0) == 0
+                verdict = ("  MET" if slower.empty and measured else "  MISSED" if not slower.empty
+                           else "  NOT MEASURED (one pass per state)") if state == "ported" else ""
                 carried = state in ("ported", "blind")  # the states carried from another GPU: where they lose
                 print(f"      {state:<10} {len(g)} sizes: faster {counts.get('faster', 0)}, slower {len(slower)}, "
                       f"within noise {counts.get('within_noise', 0)}, not measurable "
@@ -94,6 +130,7 @@ def main(root: str = "data") -> None:
         data = catalog.open(root)
     print_shipped(data)
     print_price(port_price(data.port_prices))
+    print_step_ports(data)
     print_step(pd.concat([data.step, data.step_other], ignore_index=True))
     print_portability(portability(carried_picks(partition.with_gpus(data.verify, data.runs))))
 
