@@ -62,7 +62,7 @@ def test_drawing_colours_only_beyond_noise_and_names_the_worst_point():
 
 def test_panels_share_their_row_and_the_default_title_says_what_is_drawn():
     fig = views.plot_portability(carried(point(8, "tuner", -0.15, "faster", shape="E=8 top_k=2 H=4096 I=14336")))
-    top = fig.axes[0::2]
+    top = fig.axes[:2]  # a row's top axes first, then its bottom ones
     assert len(fig.axes) == 4 and len({a.get_ylim() for a in top}) == 1
     assert top[0].get_ylim()[0] <= -15 and top[0].get_ylim()[1] >= 25
     assert fig._suptitle.get_text().startswith("The H200's picks timed on the H100")
@@ -96,3 +96,18 @@ def test_nothing_carried_warns_and_draws_an_empty_figure():
 
 def test_gpu_names_drop_vendor_and_memory():
     assert [views.gpu_name(g) for g in (H100, H200, "unknown GPU")] == ["H100", "H200", "unknown GPU"]
+
+
+def test_panels_wrap_four_to_a_row_and_each_op_starts_its_own_rows():
+    shapes = [f"E=8 top_k=2 H={h} I=14336" for h in (1024, 2048, 3072, 4096, 5120)]
+    gemm = {**point(64, "", 0.25, "slower", shape="N=4096 K=4096"), "op": "fp8_gemm"}
+    fig = views.plot_portability(carried(*[point(8, "tuner", 0.0, "same_pick", shape=s) for s in shapes], gemm))
+    rows = sorted({round(a.get_position().y0, 3) for a in fig.axes}, reverse=True)
+    assert len(rows) == 6  # MoE: 6 shapes in rows of 4 and 2; fp8_gemm: 1; each a top and a bottom row
+    per_row = [sum(round(a.get_position().y0, 3) == y for a in fig.axes) for y in rows]
+    assert per_row == [4, 4, 2, 2, 1, 1]
+    assert [a.get_title() for a in fig.axes if a.get_title().startswith("fp8_gemm: ")] == ["fp8_gemm: N=4096, K=4096"]
+    dense = next(a for a in fig.axes if a.get_title().startswith("fp8_gemm"))
+    assert [t.get_text() for t in dense.texts if t.get_text().startswith("+25%")] == ["+25% at M=64"]  # no routing
+    assert " routing" not in {t.get_text() for t in fig.legends[0].get_texts()}
+    save(fig)

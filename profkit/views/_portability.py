@@ -94,6 +94,9 @@ def _model_name(shape: str, labels: Mapping[str, str] | None) -> str:
 
 
 def _marker(routing: str) -> str:
+    """The routing family's marker; a dense GEMM (no routing) is a plain circle."""
+    if not routing:
+        return "o"
     return next((m for prefix, m in _MARKERS if routing.startswith(prefix)), "v")
 
 
@@ -142,7 +145,8 @@ def _draw_panel(panel: PortabilityPanel, top: Axes, bottom: Axes) -> None:
     if slower:  # the worst point beyond noise, named
         i = max(slower, key=lambda j: panel.regret_pct[j])
         right = panel.ms[i] > np.sqrt(min(panel.ms) * max(panel.ms))  # label on the side with room
-        top.annotate(f"{panel.regret_pct[i]:+.0f}% at M={panel.ms[i]}\n({panel.routings[i]} routing)",
+        routing = f"\n({panel.routings[i]} routing)" if panel.routings[i] else ""
+        top.annotate(f"{panel.regret_pct[i]:+.0f}% at M={panel.ms[i]}{routing}",
                      xy=(panel.ms[i], panel.regret_pct[i]), xytext=(-7 if right else 7, 0), textcoords="offset points",
                      fontsize="x-small", color=SLOWER, ha="right" if right else "left", va="center")
     vs = {v: panel.vs_default_verdicts.count(v) for v in ("slower", "faster")}
@@ -156,6 +160,21 @@ def _draw_panel(panel: PortabilityPanel, top: Axes, bottom: Axes) -> None:
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
     bottom.set_xlabel("M (tokens)")
+
+
+def _blocks(panels: tuple[PortabilityPanel, ...], *, width: int = 4) -> list[list[PortabilityPanel]]:
+    """The panels in rows of at most ``width``, each op starting a new row, so no figure runs off the page."""
+    blocks: list[list[PortabilityPanel]] = []
+    for op in dict.fromkeys(p.op for p in panels):
+        mine = [p for p in panels if p.op == op]
+        blocks += [mine[i:i + width] for i in range(0, len(mine), width)]
+    return blocks
+
+
+def _label_rows(top: Axes, bottom: Axes, info: PortabilityInfo) -> None:
+    source, target = gpu_name(info.source_gpu), gpu_name(info.target_gpu)
+    top.set_ylabel(f"vs the {target}'s own pick (%)\n> 0: the {source}'s pick is slower")
+    bottom.set_ylabel(f"vs the {target}'s default (%)\n< 0: the {source}'s pick is faster")
 
 
 def _frame(axes_row) -> None:
@@ -172,7 +191,8 @@ def plot_portability(carried: pd.DataFrame, *, source_gpu: str | None = None, ta
                      ax: Axes | None = None) -> Figure:
     """Plot one GPU's picks timed on another: against the target's own pick (top) and its default (bottom).
 
-    One column per (op, shape) (an MoE model), x the token count M (log2), one point per routing (marker) and M.
+    One column per (op, shape) (an MoE model), at most four to a row and each op on rows of its own, x the token
+    count M (log2), one point per routing (marker) and M.
     Top: the regret, the carried pick's time over the target's own pick's (each against the default timed in its
     own process), in percent: above 0 the carried pick is slower. Bottom: the carried pick against the target's
     default, in percent: below 0 it is faster. Red: slower beyond noise, blue: faster beyond noise, grey: within
@@ -193,32 +213,36 @@ def plot_portability(carried: pd.DataFrame, *, source_gpu: str | None = None, ta
     """
     require(carried, _COLUMNS, "carried picks")
     info = _portability_info(carried, source_gpu=source_gpu, target_gpu=target_gpu, labels=labels)
-    n = max(len(info.panels), 1)
+    blocks = _blocks(info.panels)
+    cols = max((len(b) for b in blocks), default=1)
     if ax is None:
-        fig = Figure(figsize=(max(7.0, 3.9 * n + 1.0), 6.4), layout="constrained")
-        grid = fig.add_gridspec(2, n)
+        fig = Figure(figsize=(max(7.0, 3.9 * cols + 1.0), 1.2 + 5.6 * max(len(blocks), 1)), layout="constrained")
+        grid = fig.add_gridspec(2 * max(len(blocks), 1), cols)
     else:
         fig = ax.figure
-        grid = ax.get_subplotspec().subgridspec(2, n, hspace=0.35, wspace=0.25)
+        grid = ax.get_subplotspec().subgridspec(2 * max(len(blocks), 1), cols, hspace=0.35, wspace=0.25)
         ax.remove()
     if not info.panels:
         empty_axes(fig.add_subplot(grid[:, :]), "no pick carried from one GPU to another")
         return fig
-    axes = np.empty((2, n), dtype=object)
-    for j in range(n):
-        axes[0, j] = fig.add_subplot(grid[0, j], sharey=axes[0, 0] if j else None)
-        axes[1, j] = fig.add_subplot(grid[1, j], sharey=axes[1, 0] if j else None)
-    for panel, j in zip(info.panels, range(n)):
-        _draw_panel(panel, axes[0, j], axes[1, j])
-    for row in axes:
-        _frame(row)
+    several_ops = len({p.op for p in info.panels}) > 1
+    for b, block in enumerate(blocks):
+        tops = [fig.add_subplot(grid[2 * b, 0])]
+        tops += [fig.add_subplot(grid[2 * b, j], sharey=tops[0]) for j in range(1, len(block))]
+        bottoms = [fig.add_subplot(grid[2 * b + 1, 0])]
+        bottoms += [fig.add_subplot(grid[2 * b + 1, j], sharey=bottoms[0]) for j in range(1, len(block))]
+        for panel, top, bottom in zip(block, tops, bottoms):
+            _draw_panel(panel, top, bottom)
+            if several_ops:
+                top.set_title(f"{panel.op.split('::')[0]}: {panel.title}", fontsize="small")
+        for row in (tops, bottoms):
+            _frame(row)
+            for a in row[1:]:
+                a.tick_params(labelleft=False)
+        _label_rows(tops[0], bottoms[0], info)
     source, target = gpu_name(info.source_gpu), gpu_name(info.target_gpu)
-    axes[0, 0].set_ylabel(f"vs the {target}'s own pick (%)\n> 0: the {source}'s pick is slower")
-    axes[1, 0].set_ylabel(f"vs the {target}'s default (%)\n< 0: the {source}'s pick is faster")
-    for a in axes[:, 1:].flat:
-        a.tick_params(labelleft=False)
     families: dict[str, list[str]] = {}
-    for r in sorted({r for p in info.panels for r in p.routings}, key=_routing_order):
+    for r in sorted({r for p in info.panels for r in p.routings if r}, key=_routing_order):
         families.setdefault(_marker(r), []).append(r)
     handles = [Line2D([], [], marker="o", linestyle="", color=COLOURS[v], markerfacecolor=face, label=label)
                for v, face, label in (("slower", COLOURS["slower"], "slower beyond noise"),
