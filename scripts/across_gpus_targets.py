@@ -104,9 +104,10 @@ def print_step(steps: pd.DataFrame) -> None:
                 at = ", ".join(f"{r.phase} {r.tokens} {100 * r.effect:+.1f}% [{100 * r.effect_lo:+.1f}%, "
                                f"{100 * r.effect_hi:+.1f}%]" for r in slower.itertuples(index=False))
                 measured = counts.get("not_measurable", 0) == 0
+                kind = state.rsplit("-", 1)[0] if state.rsplit("-", 1)[-1].isdigit() else state  # ported-2: ported
                 verdict = ("  MET" if slower.empty and measured else "  MISSED" if not slower.empty
-                           else "  NOT MEASURED (one pass per state)") if state == "ported" else ""
-                carried = state in ("ported", "blind")  # the states carried from another GPU: where they lose
+                           else "  NOT MEASURED (one pass per state)") if kind == "ported" else ""
+                carried = kind in ("ported", "blind")  # the states carried from another GPU: where they lose
                 print(f"      {state:<10} {len(g)} sizes: faster {counts.get('faster', 0)}, slower {len(slower)}, "
                       f"within noise {counts.get('within_noise', 0)}, not measurable "
                       f"{counts.get('not_measurable', 0)}{verdict}" + (f"; slower at {at}" if at and carried else ""))
