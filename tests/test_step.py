@@ -6,6 +6,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -140,6 +141,24 @@ def test_step_without_a_gpu_says_so_in_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "profkit step: a CUDA GPU is needed (torch.cuda.is_available() is False on this machine)"]
+
+
+def test_step_rows_are_written_atomically_with_nan_as_null(tmp_path, monkeypatch):
+    """The rows a (here stubbed) GPU run returns land in step.jsonl through the atomic writer: no half file."""
+    from profkit.bench import graphs, step as bench_step
+    from profkit.cli import main
+    from profkit.outputs import atomic
+
+    rows = [{"state": "untuned", "tokens": 1, "step_ms": 0.5}, {"state": "tuned", "tokens": 1, "step_ms": math.nan}]
+    monkeypatch.setattr(graphs, "no_cuda", lambda program: False)
+    monkeypatch.setattr(bench_step, "run_step", lambda *a, out, **k: (Path(out).mkdir(parents=True), rows)[1])
+    written, write_text = [], atomic.write_text
+    monkeypatch.setattr(atomic, "write_text", lambda path, text, **k: written.append(path) or write_text(path, text))
+    assert main(["step", "--model", "llama3-8b", "--dtype", "bf16", "--out", str(tmp_path / "s")]) == 0
+    assert written == [tmp_path / "s" / "step.jsonl"]
+    got = [json.loads(line) for line in (tmp_path / "s" / "step.jsonl").read_text().splitlines()]
+    assert got == [rows[0], {**rows[1], "step_ms": None}]
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["step.jsonl"]  # no temporary file left
 
 
 # -- what FlashInfer ran per linear (picks_text), on hand-made choices ---------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from profkit.cli import UsageError
 from profkit.cli._paths import need_file, need_out_dir
+from profkit.outputs import atomic
 
 NAME = "step"
 HELP = "time a model's decode/prefill step untuned, tuned, from a cache file, and with torch linears (GPU)"
@@ -82,9 +83,9 @@ def run(args) -> int:
                         cache_files=_cache_files(args.cache), deadline_s=args.deadline_s, plan_kwargs=args.plan,
                         **sizes)
     path = Path(args.out) / "step.jsonl"
-    with path.open("w") as f:
-        for row in rows:
-            f.write(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}) + "\n")
+    atomic.write_text(path, "".join(
+        json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}) + "\n"
+        for row in rows))
     print(f"profkit step: {len(rows)} rows -> {path}")
     return 0
 
