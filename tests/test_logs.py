@@ -450,3 +450,60 @@ def test_bulk_path_leaves_lines_that_trip_it_to_the_general_path(seed, monkeypat
     in_bulk = log_golden.digest(log_golden.tables_of(text))
     monkeypatch.setattr(logs, "feed", functools.partial(bulk.feed, bulk=False))
     assert in_bulk == log_golden.digest(log_golden.tables_of(text))
+
+
+# A tqdm render glued before a record, as FlashInfer's logs hold it ("\r[AutoTuner]: Tuning ...|<record>"), and
+# renders made to trip the bulk path's reading of it: each must be read as one line at a time reads it.
+GLUES = {
+    "as logged": lambda bar, record, other: f"\r{bar}{record}",
+    "another record": lambda bar, record, other: f"\r{bar}{other}",
+    "two renders": lambda bar, record, other: f"\r{bar}\r{bar}{record}",
+    "render not UTF-8": lambda bar, record, other: f"\r{bar}\udcff{record}",  # bytes ED B3 BF
+    "a record header in the render": lambda bar, record, other: f"\r{bar[:25]}{HEADER}{bar[25:]}{record}",
+    "a second record after it": lambda bar, record, other: f"\r{bar}{record}{HEADER}[Autotuner]: x",
+    "timestamp garbled": lambda bar, record, other: f"\r{bar}{record[:5]}x{record[6:]}",
+    "level not upper case": lambda bar, record, other: f"\r{bar}{record.replace(' - DEBUG - ', ' - Debug - ', 1)}",
+    "CRLF": lambda bar, record, other: f"\r{bar}{record}\r",
+    "render only": lambda bar, record, other: f"\r{bar}",
+}
+GLUED_LOGS = [DATA / "h200-moe" / "gpt-oss-120b-r0" / "debug.log", H200 / "bf16" / "debug.log.gz"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bulk_path_reads_renders_glued_to_records_as_one_line_at_a_time(seed, monkeypatch):
+    """Lines holding a tqdm render and then a record (a candidate, or any other), the same made to trip the bulk
+    path, such lines before the first record and on line 1, and under a vLLM-style prefix on every other line (the
+    render is then the one prefixed process's): the tables equal those read one line at a time, and the bulk path
+    took most glued lines."""
+    import re
+
+    import numpy as np
+
+    from profkit.sources import logs
+    from profkit.sources.logs import bulk
+
+    rng, out = random.Random(seed), []
+    for path in GLUED_LOGS:
+        data = path.read_bytes()
+        lines = (gzip.decompress(data) if path.suffix == ".gz" else data).decode().splitlines(keepends=True)[:2500]
+        records = [line for line in lines if line.startswith("2")]
+        for line in lines:
+            m = re.match(r"\r(\[AutoTuner\]: Tuning .*?)(\d{4}-\d\d-\d\d .*)\n", line)
+            if m is None or rng.random() < 0.5:
+                out.append(line)
+                continue
+            name = rng.choice(list(GLUES))
+            out.append(GLUES[name](m[1], m[2], rng.choice(records).rstrip("\n")) + "\n")
+    glued = [line for line in out if line.startswith("\r[AutoTuner]") and " - flashinfer.jit: " in line]
+    texts = {"glued": "".join(out), "glued from line 1": "".join([*glued[:3], *out]),
+             "prefixed": "".join(f"(Worker_TP0 pid=7) {line}" if line.startswith("2") else line for line in out)}
+    data = texts["glued"].encode("utf-8", "surrogatepass")
+    block = bulk._prepared(iter([data]), True)
+    taken = len(block.bars) + int(np.sum(block.plain.at != np.asarray(block.starts)[block.plain.rows]))
+    assert taken > len(glued) // 2
+    monkeypatch.setattr(bulk, "BLOCK", 1 << 14 + seed)  # many blocks: glued lines near a block's end
+    for name, text in texts.items():
+        in_bulk = log_golden.digest(log_golden.tables_of(text))
+        with monkeypatch.context() as one_by_one:
+            one_by_one.setattr(logs, "feed", functools.partial(bulk.feed, bulk=False))
+            assert in_bulk == log_golden.digest(log_golden.tables_of(text)), name

@@ -40,6 +40,8 @@ _HEADER = re.compile(rb"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}( - [A-Z]+ - [^ \r\
 _SHAPES_BYTES = g.SHAPES.encode()  # ", shapes="
 _AVG_TIME_BYTES = g.AVG_TIME.encode()  # ", avg_time "
 _JIT_TEXT = g.JIT[3:]  # "flashinfer.jit: ": a second record header in a line holds it
+_JIT_BYTES = g.JIT.encode()
+_BAR = ("\r" + g.TQDM_START).encode()  # a line that starts with a tqdm render (the record after it is glued to it)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +49,7 @@ class PlainCandidates:
     """The plain candidate lines of a block: line indices, then per line a code into each text list."""
 
     rows: np.ndarray  # line index in the block, increasing
+    at: np.ndarray  # where each line's record starts: its line start, or after a tqdm render glued before it
     runner: np.ndarray  # codes into runners
     runners: list[str]
     tactic: np.ndarray
@@ -58,7 +61,7 @@ class PlainCandidates:
     @classmethod
     def none(cls) -> PlainCandidates:
         empty = np.zeros(0, dtype=np.int64)
-        return cls(empty, empty, [], empty, [], empty, [], np.zeros(0))
+        return cls(empty, empty, empty, [], empty, [], empty, [], np.zeros(0))
 
 
 class _Words:
@@ -161,7 +164,8 @@ def _kept(codes: np.ndarray, texts: list[str], keep: np.ndarray) -> tuple[np.nda
     return (np.cumsum(used) - 1)[codes], [text for text, u in zip(texts, used.tolist()) if u]
 
 
-def plain_candidates(data: bytes, ends: np.ndarray, low: np.ndarray | None = None) -> PlainCandidates:
+def plain_candidates(data: bytes, ends: np.ndarray, low: np.ndarray | None = None,
+                     starts: np.ndarray | None = None) -> PlainCandidates:
     """The lines of ``data`` (newline positions ``ends``) that are plain candidate lines, parsed.
 
     A plain line: printable ASCII (no ``\\r``), starts "20", the block's first candidate header, no second
@@ -169,7 +173,8 @@ def plain_candidates(data: bytes, ends: np.ndarray, low: np.ndarray | None = Non
     the last ", avg_time " and a number Python's float reads: the general path's own tests. The places are found by
     :meth:`_Words.find`; a line whose runner, tactic or shapes text holds "> ", ", shapes=" or a record header (the
     line held a pattern twice, or another record) is left to the general path, and so is one whose time is no number.
-    ``low``: each line's :func:`_line_minimum`, when known.
+    ``starts``: where each line's record starts, when not at its line start (:func:`bar_records`); ``low``: each
+    record's :func:`_line_minimum`, when known.
     """
     header = _HEADER.search(data)
     if header is None or not len(ends):
@@ -177,7 +182,7 @@ def plain_candidates(data: bytes, ends: np.ndarray, low: np.ndarray | None = Non
     head = header.group(1)
     a = np.frombuffer(data, np.uint8)
     words = _Words(data)
-    starts = np.concatenate(([0], ends[:-1] + 1))
+    starts = np.concatenate(([0], ends[:-1] + 1)) if starts is None else starts
     runner_at = starts + g.TIMESTAMP_LENGTH + len(head) - 1  # the "<"
     ok = (runner_at + 12 < ends) & (a[starts] == ord("2")) & (a[np.minimum(starts + 1, len(a) - 1)] == ord("0"))
     ok[ok] = (a[starts[ok] + 19] == ord(",")) & (a[runner_at[ok]] == ord("<"))
@@ -213,7 +218,28 @@ def plain_candidates(data: bytes, ends: np.ndarray, low: np.ndarray | None = Non
     runner, runners = _kept(runner, runners, keep)
     tactic, tactics = _kept(tactic, tactics, keep)
     shape, shapes = _kept(shape, shapes, keep)
-    return PlainCandidates(rows[keep], runner, runners, tactic, tactics, shape, shapes, time_ms[keep])
+    return PlainCandidates(rows[keep], starts[rows[keep]], runner, runners, tactic, tactics, shape, shapes,
+                           time_ms[keep])
+
+
+def bar_records(data: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lines that are one tqdm render and then one record (``\\r[AutoTuner]: Tuning ...<record>``, no other
+    ``\\r``): their indices, and where the record starts, found from its " - flashinfer.jit: " as
+    :func:`~profkit.sources.logs.grammar.headers` finds it (a header it would not take leaves the line out)."""
+    rows, at = [], []
+    a = np.frombuffer(data, np.uint8)
+    maybe = np.flatnonzero((ends - starts > len(_BAR) + g.TIMESTAMP_LENGTH) & (a[starts] == ord("\r")))
+    for k, start, end in zip(maybe.tolist(), starts[maybe].tolist(), ends[maybe].tolist()):
+        if not data.startswith(_BAR, start) or data.find(b"\r", start + 1, end) >= 0:
+            continue
+        jit = data.find(_JIT_BYTES, start, end)
+        level_end = data.rfind(b" - ", start, jit)
+        record = data.rfind(b" - ", start, level_end) - g.TIMESTAMP_LENGTH
+        # latin-1: any byte is one character; a record that is not ASCII is no plain candidate anyway
+        if jit > 0 and record > start + len(_BAR) and g.HEADER_HEAD.fullmatch(data[record:jit].decode("latin-1")):
+            rows.append(k)
+            at.append(record)
+    return np.array(rows, dtype=np.int64), np.array(at, dtype=np.int64)
 
 
 def repeat_stops(data: bytes, ends: np.ndarray, plain_rows: np.ndarray, low: np.ndarray | None = None) -> list[int]:
@@ -304,6 +330,7 @@ class _Block:
     stops: list[int]  # repeat_stops
     plain: PlainCandidates
     segments: list[tuple[int, int, int, int, int]]  # runs of plain lines: first, stop, first line, last line, shapes
+    bars: dict[int, int]  # lines that are a tqdm render and then a record (not a plain candidate): where that starts
 
 
 def _prepared(blocks: Iterator[bytes | bytearray], bulk: bool) -> _Block | None:
@@ -313,13 +340,24 @@ def _prepared(blocks: Iterator[bytes | bytearray], bulk: bool) -> _Block | None:
         return None
     a = np.frombuffer(data, np.uint8)
     ends = np.flatnonzero(a == ord("\n"))
-    low = _line_minimum(a, np.concatenate(([0], ends[:-1] + 1)), ends) if bulk and len(ends) else None
-    plain = plain_candidates(data, ends, low) if bulk else PlainCandidates.none()
+    plain, low, bars = PlainCandidates.none(), None, {}
+    if bulk and len(ends):
+        line_starts = np.concatenate(([0], ends[:-1] + 1))
+        low = _line_minimum(a, line_starts, ends)
+        glued, at = bar_records(data, line_starts, ends)
+        record_starts, record_low = line_starts, low
+        if len(glued):
+            record_starts, record_low = line_starts.copy(), low.copy()
+            record_starts[glued] = at
+            record_low[glued] = _line_minimum(a, at, ends[glued])
+        plain = plain_candidates(data, ends, record_low, record_starts)
+        other = ~np.isin(glued, plain.rows, assume_unique=True)
+        bars = dict(zip(glued[other].tolist(), at[other].tolist()))
     starts = [0, *(ends + 1).tolist()]
     if starts[-1] < len(data):
         starts.append(len(data))  # the last line, without its line end
     stops = repeat_stops(data, ends, plain.rows, low) if bulk else []
-    return _Block(data, starts, stops, plain, _segments(plain))
+    return _Block(data, starts, stops, plain, _segments(plain, line_starts) if bulk and len(ends) else [], bars)
 
 
 def feed(reader: Reader, item: inputs.Input, progress: Callable[[int], object] | None = None, *,
@@ -341,13 +379,17 @@ def feed(reader: Reader, item: inputs.Input, progress: Callable[[int], object] |
 
 def _feed_block(reader: Reader, block: _Block, lineno: int) -> int:
     """Feed one block's lines (the first is line ``lineno + 1``); returns how many had bytes that are not UTF-8."""
-    data, starts, stops, plain = block.data, block.starts, block.stops, block.plain
+    data, starts, stops, plain, bars = block.data, block.starts, block.stops, block.plain, block.bars
     replaced = 0
 
     def general(first: int, stop: int) -> None:
         nonlocal replaced
         i, before = first, None  # before: the previous line, when the reader read it as a repeat
         while i < stop:
+            at = bars.get(i)
+            if at is not None and _bar_record(reader, lineno + i + 1, data, starts[i], at, starts[i + 1] - 1):
+                i, before = i + 1, None
+                continue
             raw = data[starts[i]:starts[i + 1]]
             try:
                 text = raw.decode("utf-8")
@@ -370,11 +412,14 @@ def _feed_block(reader: Reader, block: _Block, lineno: int) -> int:
     for first, stop, row, last, shape in block.segments:
         general(done, row)
         shapes = plain.shapes[shape]
-        if not reader.continues_in_bulk(shapes):  # it opens a group, or meets a pending failure or warning
-            ts = data[starts[row]:starts[row] + g.TIMESTAMP_LENGTH].decode()
+        at = int(plain.at[first])
+        # A tqdm render glued before it, or it opens a group, or meets a pending failure or warning: read alone.
+        if at != starts[row] or not reader.continues_in_bulk(shapes):
+            ts = data[at:at + g.TIMESTAMP_LENGTH].decode()
             parsed = g.Candidate(plain.runners[plain.runner[first]], plain.tactics[plain.tactic[first]], shapes,
                                  float(plain.time_ms[first]))
-            if not reader.opening_candidate(lineno + row + 1, ts, parsed):
+            bar = _bar_text(data, starts[row], at)
+            if bar is None or not reader.opening_candidate(lineno + row + 1, ts, parsed, bar):
                 general(row, row + 1)
             first += 1
             if first < stop and not reader.continues_in_bulk(shapes):
@@ -387,13 +432,33 @@ def _feed_block(reader: Reader, block: _Block, lineno: int) -> int:
     return replaced
 
 
-def _segments(plain: PlainCandidates) -> list[tuple[int, int, int, int, int]]:
+def _bar_record(reader: Reader, lineno: int, data: bytes | bytearray, start: int, at: int, end: int) -> bool:
+    """Read a line that is a tqdm render and then a record at ``at`` (its line end at ``end``) as its two texts;
+    False when they are not UTF-8 or the reader leaves the line to :meth:`Reader.line`."""
+    try:
+        bar, record = data[start + 1:at].decode("utf-8"), data[at:end].decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return reader.bar_record(lineno, bar, record)
+
+
+def _bar_text(data: bytes | bytearray, start: int, at: int) -> str | None:
+    """The tqdm render between a line's ``\\r`` and the record at ``at`` ("" when the record starts the line); None
+    when it is not UTF-8 (the general path reads such a line)."""
+    try:
+        return data[start + 1:at].decode("utf-8") if at != start else ""
+    except UnicodeDecodeError:
+        return None
+
+
+def _segments(plain: PlainCandidates, starts: np.ndarray) -> list[tuple[int, int, int, int, int]]:
     """(first, stop, first line, last line, shapes code) of each run of consecutive plain lines with the same
-    shapes."""
+    shapes, where only the first may have a tqdm render before its record (``starts``: the block's line starts)."""
     if not len(plain.rows):
         return []
-    new = np.ones(len(plain.rows), dtype=bool)
-    new[1:] = (np.diff(plain.rows) != 1) | (np.diff(plain.shape) != 0)
+    new = plain.at != starts[plain.rows]
+    new[0] = True
+    new[1:] |= (np.diff(plain.rows) != 1) | (np.diff(plain.shape) != 0)
     first = np.flatnonzero(new)
     stop = np.append(first[1:], len(plain.rows))
     return list(zip(first.tolist(), stop.tolist(), plain.rows[first].tolist(), plain.rows[stop - 1].tolist(),

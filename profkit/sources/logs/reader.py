@@ -225,17 +225,38 @@ class Reader:
         arm = self.arm
         return type(arm) is CandidateArm and arm.group is self.default.group and arm.group.shapes == shapes
 
-    def opening_candidate(self, lineno: int, ts: str, parsed: g.Candidate) -> bool:
+    def opening_candidate(self, lineno: int, ts: str, parsed: g.Candidate, bar: str = "") -> bool:
         """A plain candidate line of the unprefixed stream that does not continue the open group (it opens one, or
-        meets a pending failure or warning), parsed by the bulk path: read as :meth:`line` reads it. False, with
-        nothing done, for the first line (whose text :meth:`line` keeps)."""
-        if lineno == 1:
+        meets a pending failure or warning), or follows a tqdm render ``bar`` on its line (``\\r<bar><record>``),
+        parsed by the bulk path: read as :meth:`line` reads it. False, with nothing done, for the first line (whose
+        text :meth:`line` keeps) and for a render before this source's first record (it may be a prefixed
+        process's)."""
+        if lineno == 1 or bar and self.default.run is None:
             return False
         armed, self.arm = self.arm, None
         stream = self.default
+        if bar:  # as _pieces reads the line: the render, then the record, with nothing armed
+            armed = None
+            self._fragment(stream, lineno, bar)
         _, ended_at = self._begin(stream, lineno, ts, g.CANDIDATE)
         self._timed(stream, lineno, parsed, armed, ended_at)
         stream.in_profiles = False
+        return True
+
+    def bar_record(self, lineno: int, bar: str, record: str) -> bool:
+        """A line that is a tqdm render ``bar`` after its ``\\r`` and then one ``record`` to its line end, whose header
+        the bulk path found where :func:`~profkit.sources.logs.grammar.headers` finds it: read as :meth:`line` reads
+        it. False, with nothing done, where :meth:`line` may read it otherwise: the first line, a render before this
+        source's first record (it may be a prefixed process's), a repeat armed, a second record header."""
+        at = record.find(g.JIT)
+        if lineno == 1 or self.default.run is None or type(self.arm) in (RepeatArm, ProfilesArm) \
+                or record.find(g.JIT, at + len(g.JIT)) >= 0:
+            return False
+        self.arm = None
+        stream = self.default
+        self._fragment(stream, lineno, bar)
+        self._record(stream, lineno, record[:g.TIMESTAMP_LENGTH],
+                     record[g.LEVEL_START:record.find(" ", g.LEVEL_START)], record[at + len(g.JIT):], at)
         return True
 
     def candidate_block(self, lines: np.ndarray, runners: np.ndarray, tactics: np.ndarray, times: np.ndarray) -> None:
