@@ -61,7 +61,7 @@ def duckdb_full(fleet: Path, work: Path, workers: int = 1):
 
 
 def _batches(fleet: Path):
-    from profkit.query.captures import capture_folders, table_files
+    from profkit.catalog.captures import capture_folders, table_files
 
     folders = capture_folders([fleet])
     for i in range(0, len(folders), BATCH):

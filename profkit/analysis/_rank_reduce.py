@@ -2,7 +2,9 @@
 
 The pandas twins of :mod:`profkit.query.ranks` (which answers the same from parquet where it lies, for fleets
 too large to hold): same columns, same rules, so :mod:`profkit.analysis.ranks` judges either. Inputs carry a
-``gpu`` column; a run is a ``run_id`` (one process), a rank the ``rank`` column.
+``gpu`` column; a run is a ``run_id`` (one process), a rank the ``rank`` column. Timings may hold their names
+as categoricals (a catalogue's reductions: millions of rows); what is joined to them is first cut to the rows
+it can match (:func:`matching`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,46 @@ def timings(candidates: pd.DataFrame) -> pd.DataFrame:
             .agg(rank=("rank", "max"), min_ms=("time_ms", "min")).reset_index())
 
 
+def spread(timings: pd.DataFrame) -> pd.DataFrame:
+    """Run-to-run spread per (gpu, op, profile) from each run's mean time per candidate
+    (:func:`profkit.query.ranks.spread`; ``timings``: ``gpu``, ``run_id``, ``op``, ``profile``, ``runner``,
+    ``tactic``, ``mean_ms``, FlashInfer's own finite times only)."""
+    keys = ["gpu", "op", "profile"]
+    cand = timings.groupby([*keys, "runner", "tactic"], sort=False)["mean_ms"].agg(["size", "mean", "var"])
+    cand = cand[(cand["size"] >= 2).to_numpy(dtype=bool)]
+    cv2 = (cand["var"] / cand["mean"] ** 2).groupby(level=keys, sort=False).agg(["size", "mean"])
+    out = timings.groupby(keys, sort=True)["run_id"].nunique().rename("n_runs").to_frame().join(cv2)
+    out = out.reset_index().assign(n_pairs=out["size"].fillna(0).astype("int64").to_numpy(),
+                                   rel_sd=np.sqrt(out["mean"].to_numpy(dtype=float)))
+    out = out[["gpu", "op", "profile", "n_runs", "n_pairs", "rel_sd"]]
+    return out.astype({"gpu": "string", "op": "string", "profile": "string"})
+
+
+def matching(frame: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``frame`` whose values in ``keys``' columns are one of ``keys``' rows (NA matches NA), in order.
+
+    Categorical columns are matched by their codes and come back as text, so a merge that follows joins text to
+    text on the rows it can match, not millions of categorical rows to text.
+    """
+    on = list(keys.columns)
+    mine, wanted = [], []
+    for c in on:
+        if isinstance(frame[c].dtype, pd.CategoricalDtype):
+            categories = frame[c].cat.categories
+            mine.append(frame[c].cat.codes.to_numpy().astype(np.int64))
+            codes = pd.Categorical(keys[c].astype(object), categories=categories).codes.astype(np.int64)
+            wanted.append(np.where((codes < 0) & keys[c].notna().to_numpy(dtype=bool), -2, codes))  # not among them
+        else:
+            codes = pd.factorize(pd.concat([frame[c], keys[c]], ignore_index=True).astype(object))[0]
+            mine.append(codes[:len(frame)])
+            wanted.append(codes[len(frame):])
+    hit = pd.MultiIndex.from_arrays(wanted).get_indexer(pd.MultiIndex.from_arrays(mine)) >= 0 if len(keys) \
+        else np.zeros(len(frame), dtype=bool)
+    out = frame[hit]
+    cats = [c for c in on if isinstance(frame[c].dtype, pd.CategoricalDtype)]
+    return out.assign(**{c: out[c].astype(object).astype("string") for c in cats}) if cats else out
+
+
 def pick_stats(decisions: pd.DataFrame, times: pd.DataFrame) -> pd.DataFrame:
     """Each distinct pick of each bucket against the bucket's best pick (:func:`profkit.query.ranks.pick_stats`).
 
@@ -39,7 +81,8 @@ def pick_stats(decisions: pd.DataFrame, times: pd.DataFrame) -> pd.DataFrame:
     picks = (d.groupby(_PICK_KEY, dropna=False).agg(tunings=("seen", "size"), ranks=("_r", "nunique"),
                                                    first_seen=("seen", "min")).reset_index()
              .merge(buckets.reset_index(), on=_BUCKET, how="left"))
-    t = times[(times["min_ms"] > 0).to_numpy(dtype=bool)]
+    t = matching(times[(times["min_ms"] > 0).to_numpy(dtype=bool)],
+                 picks[["gpu", "op", "profile", "runner", "tactic"]].drop_duplicates())
     pt = picks[_PICK_KEY].merge(t[["gpu", "op", "profile", "runner", "tactic", "run_id", "min_ms"]],
                                 on=["gpu", "op", "profile", "runner", "tactic"])
     pt["lt"] = np.log(pt["min_ms"].to_numpy(dtype=float))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from profkit.analysis import _rank_reduce
 from profkit.analysis._frames import (DEFAULT_NOISE_PCT, any_by, conform_columns, empty, flashinfer_rows,
                                       group_ids, join_by, max_by, require, shapes_of)
 from profkit.analysis.decisions import tuner_ratio_sd
@@ -49,14 +50,21 @@ def _as_winners(frame: pd.DataFrame, table: str) -> pd.DataFrame:
     return w
 
 
-def _price_table(candidates: pd.DataFrame | None) -> pd.Series | None:
-    """Fastest finite time per (run_id, op, profile, runner, tactic) among FlashInfer candidates."""
+def _price_table(candidates: pd.DataFrame | None, *, timings: pd.DataFrame | None = None,
+                 picks: pd.DataFrame | None = None) -> pd.Series | None:
+    """Fastest finite time per (run_id, op, profile, runner, tactic) among FlashInfer candidates; from ``timings``
+    (each run's ``min_ms`` per candidate) instead where given, only for the (op, profile, runner, tactic) of
+    ``picks``."""
+    keys = ["run_id", "op", "profile", "runner", "tactic"]
+    if timings is not None:
+        require(timings, (*keys, "min_ms"), "timings")
+        picked = _rank_reduce.matching(timings, picks[keys[1:]].drop_duplicates())
+        return picked.groupby(keys, observed=True)["min_ms"].min()
     if candidates is None:
         return None
     require(candidates, ("run_id", "op", "profile", "runner", "tactic", "time_ms"), "candidates")
     c = flashinfer_rows(candidates)
     c = c[np.isfinite(c["time_ms"].to_numpy(dtype=float))]
-    keys = ["run_id", "op", "profile", "runner", "tactic"]
     return c.groupby(keys, observed=True)["time_ms"].min()
 
 
@@ -114,7 +122,8 @@ def _within_noise(verdict: pd.arrays.StringArray) -> pd.arrays.BooleanArray:
     return pd.array(verdict != "slower", dtype="boolean")
 
 
-def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None = None) -> pd.DataFrame:
+def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None = None,
+                     timings: pd.DataFrame | None = None) -> pd.DataFrame:
     """Measure how often the winner of a bucket changes across repeated tunings.
 
     A tuning is one decision: a run, or a later call of the same run that profiled the bucket
@@ -130,6 +139,9 @@ def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None =
         winners: decisions of several runs: the output of :func:`profkit.analysis.winners` or a
             winners table (e.g. ``profkit.concat`` of repeated captures).
         candidates: the runs' candidates, to price flips; without them ``regret_*`` is NaN.
+        timings: instead of ``candidates``, each run's fastest time per candidate (``run_id``, ``op``,
+            ``profile``, ``runner``, ``tactic``, ``min_ms``): a catalogue's reductions
+            (:attr:`profkit.catalog.Catalog.reductions`), for more runs than fit in memory as candidates.
 
     Returns:
         One row per (op, shape, profile, bucket), sorted by op, shape, bucket: ``n_tunings``,
@@ -142,7 +154,7 @@ def winner_stability(winners: pd.DataFrame, *, candidates: pd.DataFrame | None =
     w = _as_winners(winners, "winners")
     if w.empty:
         return empty(STABILITY_COLUMNS)
-    prices = _price_table(candidates)
+    prices = _price_table(candidates, timings=timings, picks=w)
     w = w.sort_values(["run_id"], kind="stable").reset_index(drop=True)
     gid = group_ids(w, _KEY)
     n_groups = int(gid.max()) + 1
@@ -261,8 +273,9 @@ def diff_winners(a: pd.DataFrame, b: pd.DataFrame, *, candidates: pd.DataFrame |
     return out.sort_values(["op", "shape", "bucket", "profile"], kind="stable").reset_index(drop=True)
 
 
-def rank_divergence(candidates: pd.DataFrame, *, noise: pd.DataFrame | None = None,
-                    rel_threshold: float = DEFAULT_NOISE_PCT / 100) -> pd.DataFrame:
+def rank_divergence(candidates: pd.DataFrame | None = None, *, noise: pd.DataFrame | None = None,
+                    rel_threshold: float = DEFAULT_NOISE_PCT / 100, decisions: pd.DataFrame | None = None,
+                    timings: pd.DataFrame | None = None) -> pd.DataFrame:
     """Find buckets where tensor-parallel ranks chose different winners, and price the difference.
 
     Each rank's winner is computed from its own candidates (independent per-rank tuning; with
@@ -277,6 +290,10 @@ def rank_divergence(candidates: pd.DataFrame, *, noise: pd.DataFrame | None = No
         noise: noise estimate from :func:`profkit.analysis.noise`; estimated from
             ``candidates`` (ranks count as repeats) when omitted.
         rel_threshold: relative band where no repeats exist (0.02 = 2%).
+        decisions, timings: instead of ``candidates``, the ranks' decisions (:func:`profkit.analysis.winners`
+            rows, their ``noise_pct`` set) and each run's fastest time per candidate (``run_id``, ``op``,
+            ``profile``, ``runner``, ``tactic``, ``min_ms``): a catalogue's reductions
+            (:attr:`profkit.catalog.Catalog.reductions`), for more runs than fit in memory as candidates.
 
     Returns:
         One row per (op, shape, profile, bucket) timed by two or more ranks, sorted by op,
@@ -285,15 +302,19 @@ def rank_divergence(candidates: pd.DataFrame, *, noise: pd.DataFrame | None = No
         ``regret_us``, ``noise_pct``, ``within_noise``, ``verdict``, ``detectable``. Empty when fewer
         than two ranks appear.
     """
-    require(candidates, ("run_id", "rank", "op", "profile", "runner", "tactic", "time_ms"), "candidates")
-    ranked = candidates[candidates["rank"].notna().to_numpy(dtype=bool)]
-    if ranked.empty or ranked["rank"].nunique() < 2:
-        return empty(RANK_COLUMNS)
-    w = _winners(ranked, noise=noise, rel_threshold=rel_threshold)
+    if decisions is None:
+        require(candidates, ("run_id", "rank", "op", "profile", "runner", "tactic", "time_ms"), "candidates")
+        ranked = candidates[candidates["rank"].notna().to_numpy(dtype=bool)]
+        if ranked.empty or ranked["rank"].nunique() < 2:
+            return empty(RANK_COLUMNS)
+        w = _winners(ranked, noise=noise, rel_threshold=rel_threshold)
+    else:
+        require(decisions, ("run_id", "rank", "op", "profile", "runner", "tactic", "time_ms", "noise_pct"), "decisions")
+        w = decisions
     w = w[w["rank"].notna().to_numpy(dtype=bool)]
-    if w.empty:
+    if w.empty or w["rank"].nunique() < 2:
         return empty(RANK_COLUMNS)
-    prices = _price_table(ranked)
+    prices = _price_table(ranked) if decisions is None else _price_table(None, timings=timings, picks=w)
     gid = group_ids(w, _KEY)
     w = w.assign(_g=gid).sort_values(["_g", "rank", "run_id"], kind="stable").reset_index(drop=True)
     gid = w.pop("_g").to_numpy()

@@ -354,8 +354,9 @@ class RankAnswers:
     slow: pd.DataFrame
 
 
-def repeated_tunings(decisions: pd.DataFrame, candidates: pd.DataFrame, *, gpu: str,
-                     noise: pd.DataFrame | None = None, runs: pd.DataFrame | None = None) -> RankAnswers:
+def repeated_tunings(decisions: pd.DataFrame, candidates: pd.DataFrame | None = None, *, gpu: str,
+                     noise: pd.DataFrame | None = None, runs: pd.DataFrame | None = None,
+                     timings: pd.DataFrame | None = None) -> RankAnswers:
     """The rank questions over every (op, shape) that two runs or more tuned on one GPU, in memory.
 
     The same answers ``profkit ranks`` gives from parquet (:mod:`profkit.query.ranks`), with each run's rank
@@ -365,8 +366,12 @@ def repeated_tunings(decisions: pd.DataFrame, candidates: pd.DataFrame, *, gpu: 
         decisions: one GPU's :func:`profkit.analysis.winners`.
         candidates: that GPU's candidates (the runs the decisions came from).
         gpu: the GPU's name (the ``gpu`` column of every frame).
-        noise: :func:`profkit.analysis.noise` of the candidates (default: estimated from them).
+        noise: :func:`profkit.analysis.noise` of the candidates (default: estimated from them; required with
+            ``timings``).
         runs: the runs table (``run_id``, ``path``): a tuner is labelled by its folder.
+        timings: instead of ``candidates``, each run's fastest time per candidate (``run_id``, ``rank``, ``op``,
+            ``profile``, ``runner``, ``tactic``, ``min_ms``): a catalogue's reductions
+            (:attr:`profkit.catalog.Catalog.reductions`), for more runs than fit in memory as candidates.
 
     Returns:
         A :class:`RankAnswers`; empty frames where no (op, shape) was tuned by two runs.
@@ -384,10 +389,13 @@ def repeated_tunings(decisions: pd.DataFrame, candidates: pd.DataFrame, *, gpu: 
     tuners = _tuners(d, runs)
     d = _as_tuner(d, tuners)
     kept = d[["run_id", "op", "profile"]].drop_duplicates()
-    c = candidates.merge(kept, on=["run_id", "op", "profile"]).assign(gpu=gpu)
-    c = _as_tuner(c, tuners)
-    times = reduce.timings(c)
-    bands = (noise if noise is not None else estimate_noise(c)).assign(gpu=gpu)
+    if timings is None:
+        c = _as_tuner(candidates.merge(kept, on=["run_id", "op", "profile"]).assign(gpu=gpu), tuners)
+        times = reduce.timings(c)
+        bands = (noise if noise is not None else estimate_noise(c)).assign(gpu=gpu)
+    else:
+        times = _as_tuner(reduce.matching(timings, kept).assign(gpu=gpu), tuners)
+        bands = noise.assign(gpu=gpu)
     stats = reduce.pick_stats(d, times)
     agreement = rank_agreement(stats, noise=bands)
     picks = pick_regrets(stats, noise=bands)

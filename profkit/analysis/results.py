@@ -12,10 +12,12 @@ import dataclasses
 
 import pandas as pd
 
-from profkit.analysis import compare, cost, decisions, op_timings, step, verdict
+from profkit.analysis import _rank_reduce, compare, cost, decisions, op_timings, step, verdict
+from profkit.analysis._frames import DEFAULT_NOISE_PCT, conform_columns, shapes_of
 from profkit.analysis.caches import idle_caches
 from profkit.analysis.failures import tuning_failures
 from profkit.analysis.moe_models import moe_frames, moe_models
+from profkit.analysis.ranks import noise_bands
 from profkit.analysis.recommend import op_verdicts, plan_of, verdict_evidence
 from profkit.analysis.serving import kernels_beside_serving, serving_provenance, serving_verdicts
 from profkit.analysis.step_sets import (all_step_rows, break_even_summary, comparison_changes, drift_summary,
@@ -143,6 +145,11 @@ class Results:
 def analyse(data, *, progress=None) -> Results:
     """Every analysis the report shows over ``data``'s frames (pure; nothing is read), each computed once.
 
+    Where the catalogue read many runs as reductions (``data.reductions``: :class:`profkit.catalog.Reductions`),
+    the noise, winners, flips and rank divergence count every run from them (:func:`reduced_noise`,
+    :func:`reduced_winners`); what needs candidates (speedups, figures, the plan, the first-run diff's prices)
+    counts the runs read whole, which hold every first run.
+
     Args:
         data: a :class:`profkit.catalog.Catalog` (or any object with its attributes).
         progress: called with the name of each group of analyses as it starts (e.g. to advance a progress bar).
@@ -152,9 +159,14 @@ def analyse(data, *, progress=None) -> Results:
     """
     say = progress or (lambda name: None)
     t = data.tables
+    reduced = getattr(data, "reductions", None)
     say("decisions")
-    noise = decisions.noise(t.candidates)
-    winners = decisions.winners(t.candidates, noise=noise)
+    if reduced is None:
+        noise = decisions.noise(t.candidates)
+        winners = decisions.winners(t.candidates, noise=noise)
+    else:
+        noise = reduced_noise(reduced.timings, reduced.decisions)
+        winners = reduced_winners(decisions.winners(t.candidates, noise=noise), reduced, noise=noise)
     first = compare.first_runs(winners, t.runs)
     is_first = winners["run_id"].isin(first).to_numpy(dtype=bool)
     # One decision per bucket for the headline figures: the first call of the first run.
@@ -168,8 +180,12 @@ def analyse(data, *, progress=None) -> Results:
     failures = tuning_failures(t.winners, t.candidates, t.tuning) if len(t.winners) else pd.DataFrame()
 
     say("repeats")
-    stability = compare.winner_stability(winners, candidates=t.candidates)
-    ranks = compare.rank_divergence(t.candidates, noise=noise)
+    if reduced is None:
+        stability = compare.winner_stability(winners, candidates=t.candidates)
+        ranks = compare.rank_divergence(t.candidates, noise=noise)
+    else:
+        stability = compare.winner_stability(winners, timings=reduced.timings)
+        ranks = compare.rank_divergence(decisions=winners, timings=reduced.timings)
     diff = compare.repeat_diff(winners, first=first, candidates=t.candidates)
     cache_diff = compare.cache_agreement(winners, data.cache_winners)
 
@@ -227,3 +243,52 @@ def analyse(data, *, progress=None) -> Results:
         op_verdicts=op_verdicts(evidence, costs, tuning_pass=step_tuning, captures=data.step_captures,
                                 tuning=t.tuning, speedups=speedups, failures=failures, plan=plan,
                                 break_even=break_even, moe_summary=moe["summary"], moe_runs=moe["runs"], ops=ops))
+
+
+def reduced_noise(timings: pd.DataFrame, decided: pd.DataFrame) -> pd.DataFrame:
+    """:func:`profkit.analysis.noise` from each run's mean time per candidate instead of the candidates.
+
+    Args:
+        timings: ``run_id``, ``op``, ``profile``, ``runner``, ``tactic``, ``mean_ms`` (FlashInfer's own finite
+            times; a catalogue's reductions).
+        decided: decisions of the same runs (``op``, ``profile``, ``bucket``): each profile's bucket.
+
+    Returns:
+        :data:`profkit.analysis.decisions.NOISE_COLUMNS`, sorted as :func:`~profkit.analysis.noise` sorts them.
+    """
+    bands = noise_bands(_rank_reduce.spread(timings.assign(gpu="")))
+    buckets = decided.drop_duplicates(["op", "profile"])[["op", "profile", "bucket"]].astype(
+        {"op": "string", "profile": "string"})
+    out = bands.drop(columns="gpu").merge(buckets, on=["op", "profile"], how="left")
+    out = out.assign(shape=shapes_of(out).to_numpy())
+    out = conform_columns(out, decisions.NOISE_COLUMNS)
+    out = out.sort_values(["op", "shape", "bucket", "profile"], kind="stable", na_position="last")
+    return out.reset_index(drop=True)
+
+
+def reduced_winners(winners: pd.DataFrame, reduced, *, noise: pd.DataFrame,
+                    rel_threshold: float = DEFAULT_NOISE_PCT / 100) -> pd.DataFrame:
+    """``winners`` of the runs read whole, with the decisions of the runs read only as reductions.
+
+    A reduced run's decision carries its winner, time and default (``reduced.decisions``) and the noise band of
+    its (op, profile); what only candidates tell (runner-up, gap, failed and near-tied candidates, status) is NA.
+
+    Args:
+        winners: :func:`profkit.analysis.winners` of the runs read whole.
+        reduced: a catalogue's reductions (``decisions`` of every run, ``detailed``: the run ids read whole).
+        noise: the noise bands of every run (:func:`reduced_noise`).
+        rel_threshold: relative band for profiles without repeats (0.02 = 2%).
+
+    Returns:
+        :data:`profkit.analysis.decisions.WINNER_COLUMNS`, sorted as :func:`~profkit.analysis.winners` sorts them.
+    """
+    d = reduced.decisions
+    d = d[~d["run_id"].isin(set(reduced.detailed)).to_numpy(dtype=bool)]
+    band = noise[["op", "profile", "noise_pct", "noise_source"]].drop_duplicates(["op", "profile"])
+    d = d.merge(band, on=["op", "profile"], how="left")
+    d = d.assign(noise_pct=d["noise_pct"].fillna(100.0 * rel_threshold),
+                 noise_source=d["noise_source"].fillna("threshold"), shape=shapes_of(d).to_numpy())
+    out = pd.concat([winners, conform_columns(d, decisions.WINNER_COLUMNS)], ignore_index=True)
+    out = conform_columns(out, decisions.WINNER_COLUMNS)
+    return out.sort_values(["op", "shape", "bucket", "run_id", "rank", "call"], kind="stable",
+                           na_position="last").reset_index(drop=True)

@@ -25,10 +25,11 @@ import pandas as pd
 from profkit import schema
 from profkit.catalog import _read
 from profkit.catalog.keys import KEY_COLUMNS, keyed_runs
+from profkit.catalog.reduced import MAX_DETAILED_RUNS, Reductions
 from profkit.catalog.walk import Inventory, walk
 from profkit.errors import ProfkitError
 
-__all__ = ["Catalog", "KEY_COLUMNS", "open", "shipped_bench", "shipped_root"]
+__all__ = ["Catalog", "KEY_COLUMNS", "MAX_DETAILED_RUNS", "Reductions", "open", "shipped_bench", "shipped_root"]
 
 
 def shipped_root() -> Path:
@@ -78,6 +79,11 @@ class Catalog:
             cache_loaded, cache_env_mismatch (ignored: created in a different environment) or cache_not_saved,
             ``path``, ``detail``: the mismatched fields).
         inputs: what the tables were read from: ``"captures"``, ``"debug logs"`` or ``"cache files"``.
+        reductions: where more than :data:`~profkit.catalog.reduced.MAX_DETAILED_RUNS` runs tuned one bucket on one
+            GPU, every run reduced where its files lie (:class:`~profkit.catalog.reduced.Reductions`: each
+            decision's winner with its time and the default's, each run's fastest and mean time per candidate);
+            ``tables`` then holds every run in ``runs`` and the other tables of the runs read whole (the folders
+            holding a first run) only. None when every run is read whole.
         problems: files that could not be read, as ``"<file>: <reason>"``.
     """
 
@@ -103,6 +109,7 @@ class Catalog:
     cache_events: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     port_prices: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     inputs: tuple = ("captures",)
+    reductions: Reductions | None = None
     problems: tuple = ()
 
     def __repr__(self) -> str:
@@ -112,6 +119,10 @@ class Catalog:
                  f"{len(self.op_timings)} op timings, {len(self.step)} step rows "
                  f"(+{len(self.step_other)} in other step sets), {len(self.verify)} verify rows, "
                  f"{len(self.bench)} bench rows"]
+        if self.reductions is not None:
+            r = self.reductions
+            lines.append(f"  {len(r.detailed)} runs read whole, {len(r.reduced)} read as reductions (decisions and "
+                         f"timings: more than {MAX_DETAILED_RUNS} runs tuned one bucket)")
         if self.problems:
             lines.append(f"  WARNING: {len(self.problems)} file(s) could not be read; see .problems")
         return "\n".join(lines)
@@ -141,7 +152,7 @@ def open(paths: str | os.PathLike | Sequence[str | os.PathLike], *,  # noqa: A00
     problems: list[str] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the problems are kept and named below
-        tables, parts, inputs = _read.tables(inv, problems)
+        tables, parts, inputs, reductions = _read.tables(inv, problems)
         prov = _read.provenance(inv, problems)
         steps = _read.step_rows(inv, problems)
         verified = _read.verify(inv, problems, parts, prov)
@@ -164,7 +175,7 @@ def open(paths: str | os.PathLike | Sequence[str | os.PathLike], *,  # noqa: A00
                       model_layers=layers, cache_winners=_read.cache_winners(inv, parts, problems), bench=bench_frame,
                       bench_notes=notes, provenance=prov, labels=_read._shape_labels(op_timings, prov),
                       verify=verified, policy_tuning=_read._policy_tuning(prov), moe=moe, cache_events=said,
-                      port_prices=prices, inputs=inputs, problems=tuple(problems))
+                      port_prices=prices, inputs=inputs, reductions=reductions, problems=tuple(problems))
     if catalog.problems:
         warnings.warn(f"{catalog.root}: {len(catalog.problems)} file(s) could not be read and were skipped: "
                       f"{'; '.join(catalog.problems)}", stacklevel=2)

@@ -18,29 +18,41 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from profkit import schema
+from profkit.catalog.keys import renames_of
 from profkit.catalog.partition import UNKNOWN_GPU
+from profkit.catalog.reduced import Reduced, Reductions, reduce_captures
 from profkit.catalog.walk import Inventory
 from profkit.errors import ProfkitError
 from profkit.sources.inputs import Input, as_int, load_json, open_regular
 
 
-def tables(inv: Inventory, problems: list) -> tuple[schema.Tables, dict[str, schema.Tables], tuple[str, ...]]:
-    """The inventory's tables, each capture folder's own, and what they came from.
+def tables(inv: Inventory, problems: list) -> tuple[schema.Tables, dict[str, schema.Tables], tuple[str, ...],
+                                                  Reductions | None]:
+    """The inventory's tables, each capture folder read whole, what they came from, and the runs' reductions.
 
     Captures when there are any (the debug logs and cache files beside them are the same processes'),
-    else debug logs, else cache files and v2 stores.
+    else debug logs, else cache files and v2 stores. Where many runs tuned one bucket, only the capture
+    folders holding a first run are read whole and every run is reduced (:mod:`profkit.catalog.reduced`): the
+    tables' runs are then every run, their other tables the detailed runs'; else the reductions are None.
     """
     from profkit.sources.cache import read_cache
     from profkit.sources.logs import read_log
 
     captures = inv.paths("capture")
     if captures:
-        parts = _unique_run_ids({str(p): _with_path(schema.load_folder(p), p) for p in captures})
+        reduced = reduce_captures(captures, problems)
+        whole = captures if reduced is None else reduced.detailed
+        parts = {str(p): _with_path(schema.load_folder(p), p) for p in whole}
+        parts = _unique_run_ids(parts, None if reduced is None else reduced.renames)
         stacked = schema.concat(t for t in parts.values())
-        return stacked, parts, ("captures",)
+        if reduced is None:
+            return stacked, parts, ("captures",), None
+        detailed = {str(r) for t in (stacked.runs, stacked.candidates) for r in t["run_id"].dropna().unique()}
+        runs = schema.concat([stacked, _reduced_runs(reduced, detailed, problems)]).runs
+        return dataclasses.replace(stacked, runs=runs), parts, ("captures",), reduced.reductions(detailed)
     logs = inv.paths("log")
     if logs:
-        return read_log([str(p) for p in logs]), {}, ("debug logs",)
+        return read_log([str(p) for p in logs]), {}, ("debug logs",), None
     found = []
     for p in inv.paths("cache", "v2_store"):
         try:
@@ -53,43 +65,69 @@ def tables(inv: Inventory, problems: list) -> tuple[schema.Tables, dict[str, sch
         if len(read.winners) or inv.root == p:
             found.append(read)
     if found:
-        return schema.concat(found), {}, ("cache files",)
+        return schema.concat(found), {}, ("cache files",), None
     others = [kind for kind, what in _RESULTS.items() if inv.paths(kind)]
     if others:  # results without the tuning they came from: no tuning tables, the rest answers
-        return schema.Tables.empty(), {}, tuple(_RESULTS[k] for k in others)
+        return schema.Tables.empty(), {}, tuple(_RESULTS[k] for k in others), None
     raise ProfkitError(f"{inv.root}: no profkit capture, FlashInfer debug log (*.log), cache file (*.json) or "
                        "step or verify result here; pass a directory of captures (profkit capture --out, Tables.save), a debug log "
                        "(FLASHINFER_LOGGING_LEVEL=debug), a cache file (autotune(cache=...)) or a v2 store")
 
 
+def _reduced_runs(reduced: Reduced, detailed: set, problems: list) -> schema.Tables:
+    """The runs rows of the runs read only as reductions (every runs.parquet of their folders, read once)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from profkit.catalog.captures import folder_rows, table_files
+
+    runs = reduced.runs[~reduced.runs["run_id"].isin(detailed).to_numpy(dtype=bool)]
+    files = table_files(folder_rows(sorted(set(runs["folder"].dropna()))), "runs")
+    read = []
+    for file, folder in files[["file", "folder"]].itertuples(index=False):
+        try:
+            table = pq.read_table(file)
+        except (OSError, pa.ArrowException) as exc:
+            problems.append(f"{file}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            continue
+        read.append(table.append_column("path", pa.array([folder] * table.num_rows, pa.string())))
+    frame = pa.concat_tables(read, promote_options="permissive").to_pandas() if read else schema.empty("runs")
+    frame = _renamed_in(frame, reduced.renames)
+    mine = frame["run_id"].astype("string").isin(set(runs["run_id"].dropna())).fillna(False)
+    frame = frame[mine.to_numpy(dtype=bool)]
+    return dataclasses.replace(schema.Tables.empty(), runs=schema.conform(frame.reset_index(drop=True), "runs"))
+
+
+def _renamed_in(frame: pd.DataFrame, renames: dict) -> pd.DataFrame:
+    """``frame`` (with ``path``: its folder) with its run ids renamed as its folder's (``renames``)."""
+    if not renames or not len(frame):
+        return frame
+    named = [renames.get(str(p), {}).get(str(r), r) for p, r in zip(frame["path"], frame["run_id"])]
+    return frame.assign(run_id=pd.array(named, dtype="string"))
+
+
 _RESULTS = {"step": "step results", "verify": "verify tables", "op_timings": "op timings", "bench": "engine results"}
 
 
-def _unique_run_ids(parts: dict[str, schema.Tables]) -> dict[str, schema.Tables]:
-    """The captures with run ids unique among them: a run id seen before gets ``@<GPU>`` when the earlier run was
-    on another GPU (a sweep rerun on a second GPU keeps its names), ``@<folder>`` on the same GPU. The GPU with
-    the most runs keeps its ids. Each renamed part's runs keep the old id in ``run_id_as_written``."""
-    from collections import Counter
+def _unique_run_ids(parts: dict[str, schema.Tables], renamed: dict | None = None) -> dict[str, schema.Tables]:
+    """The captures with run ids unique among them (:func:`profkit.catalog.keys.renames_of`, or ``renamed``: those
+    renames already decided over more folders). Each renamed part's runs keep the old id in ``run_id_as_written``."""
+    if renamed is None:
+        def gpu_of(tables: schema.Tables) -> str:
+            gpus = tables.runs["gpu"].dropna().astype(str) if "gpu" in tables.runs.columns else pd.Series(dtype=str)
+            return gpus.iloc[0] if len(gpus) else "?"
 
-    def gpu_of(tables: schema.Tables) -> str:
-        gpus = tables.runs["gpu"].dropna().astype(str) if "gpu" in tables.runs.columns else pd.Series(dtype=str)
-        return gpus.iloc[0] if len(gpus) else "?"
+        renamed = renames_of([(path, gpu_of(t), set(t.runs["run_id"].dropna().astype(str)))
+                              for path, t in parts.items()])
+    return {path: _with_renames(tables, renamed.get(path, {})) for path, tables in parts.items()}
 
-    counts = Counter(gpu_of(t) for t in parts.values())
-    seen: dict[str, str] = {}  # run id -> the GPU of the run that has it
-    out = {}
-    for path in sorted(parts, key=lambda p: (-counts[gpu_of(parts[p])], gpu_of(parts[p]), p)):
-        tables, gpu = parts[path], gpu_of(parts[path])
-        ids = set(tables.runs["run_id"].dropna().astype(str))
-        renamed = {i: f"{i}@{gpu.removeprefix('NVIDIA ').split()[0] if seen[i] != gpu else Path(path).parent.name}"
-                   for i in ids if i in seen}
-        if renamed:
-            tables = dataclasses.replace(tables, **{t: _renamed(getattr(tables, t), renamed) for t in schema.TABLES})
-            tables = dataclasses.replace(tables, runs=tables.runs.assign(
-                run_id_as_written=tables.runs["run_id"].map({v: k for k, v in renamed.items()})))
-        seen.update({renamed.get(i, i): gpu for i in ids})
-        out[path] = tables
-    return {path: out[path] for path in parts}
+
+def _with_renames(tables: schema.Tables, renamed: dict) -> schema.Tables:
+    if not renamed:
+        return tables
+    tables = dataclasses.replace(tables, **{t: _renamed(getattr(tables, t), renamed) for t in schema.TABLES})
+    return dataclasses.replace(tables, runs=tables.runs.assign(
+        run_id_as_written=tables.runs["run_id"].map({v: k for k, v in renamed.items()})))
 
 
 def renames(parts: Mapping[str, schema.Tables]) -> dict[str, dict[str, str]]:

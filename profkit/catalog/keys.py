@@ -10,6 +10,8 @@ of the process that wrote it, in the same folder. ``env_from`` says where the en
 from __future__ import annotations
 
 import re
+from collections import Counter
+from pathlib import Path
 
 import pandas as pd
 
@@ -104,6 +106,33 @@ def keyed_runs(runs: pd.DataFrame, envs: dict[str, dict]) -> pd.DataFrame:
     return out
 
 
-
 def _missing(value) -> bool:
     return value is None or (not isinstance(value, (str, bytes, list, tuple, dict)) and bool(pd.isna(value)))
+
+
+def id_rows(rows: pd.DataFrame) -> list[tuple[str, str, set]]:
+    """(folder, its GPU, its run ids) per folder of ``rows`` (``folder``, ``run_id``, ``gpu``), in row order; a
+    folder's GPU is the first one its rows state ("?" where none)."""
+    out = []
+    for folder, group in rows.groupby("folder", sort=False):
+        gpus = group["gpu"].dropna().astype(str)
+        out.append((str(folder), gpus.iloc[0] if len(gpus) else "?", set(group["run_id"].dropna().astype(str))))
+    return out
+
+
+def renames_of(folders: list[tuple[str, str, set]]) -> dict[str, dict[str, str]]:
+    """Per folder, {run id as written: run id in the catalogue} for run ids an earlier folder holds.
+
+    A run id seen before gets ``@<GPU>`` when the earlier run was on another GPU (a sweep rerun on a second GPU
+    keeps its names), ``@<folder>`` on the same GPU. The GPU with the most folders keeps its ids.
+    """
+    counts = Counter(gpu for _, gpu, _ in folders)
+    seen: dict[str, str] = {}  # run id -> the GPU of the run that has it
+    out = {}
+    for path, gpu, ids in sorted(folders, key=lambda f: (-counts[f[1]], f[1], f[0])):
+        renamed = {i: f"{i}@{gpu.removeprefix('NVIDIA ').split()[0] if seen[i] != gpu else Path(path).parent.name}"
+                   for i in ids if i in seen}
+        seen.update({renamed.get(i, i): gpu for i in ids})
+        if renamed:
+            out[path] = renamed
+    return out

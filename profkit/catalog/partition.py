@@ -73,7 +73,8 @@ def for_gpu(catalog, gpu: str):
         step=_steps_on(catalog.step, gpu), step_other=_steps_on(catalog.step_other, gpu), step_captures=captures,
         step_caches={k: v for k, v in catalog.step_caches.items() if k in captures},
         cache_winners=_rows_of(catalog.cache_winners, mine, column="capture_run_id"),
-        verify=_own_verify(catalog.verify, catalog.runs, gpu), moe=moe)
+        verify=_own_verify(catalog.verify, catalog.runs, gpu), moe=moe,
+        **({} if getattr(catalog, "reductions", None) is None else {"reductions": catalog.reductions.of_runs(mine)}))
 
 
 def _tables_of(tables: schema.Tables, runs: set) -> schema.Tables:

@@ -17,10 +17,10 @@ from typing import Sequence
 import pandas as pd
 
 from profkit.errors import ProfkitError
-from profkit.query.captures import capture_folders
+from profkit.catalog.captures import capture_folders
 from profkit.query.distributed import Runner
 from profkit.query.ranks import Reduced
-from profkit.query.reduce import reduce_batch
+from profkit.catalog.reduce import reduce_batch
 
 # Capture folders per reduction task: few enough that a batch's candidates stay well inside DuckDB's
 # memory cap (a shipped rank is 31,082 candidate rows: 32 ranks peak near 0.5 GB), enough that each task

@@ -1,4 +1,4 @@
-"""The rank questions as DuckDB queries over the reduced parts (:mod:`profkit.query.reduce`), as small frames.
+"""The rank questions as DuckDB queries over the reduced parts (:mod:`profkit.catalog.reduce`), as small frames.
 
 Every query reads the parts where they lie and returns one row per bucket, pick, rank or signature group:
 numbers only, no verdict (:mod:`profkit.analysis.ranks` judges them). A run's GPU is its ``gpu`` key
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from profkit.query import _engine
-from profkit.query.reduce import PARTS
+from profkit.catalog import engine
+from profkit.catalog.reduce import PARTS
 
 UNKNOWN_GPU = "unknown GPU"  # as profkit.catalog.partition names a run without one
 
@@ -25,7 +25,7 @@ class Reduced:
     """The reduced parts of a set of capture folders.
 
     Attributes:
-        root: the folder holding ``<part>/part-<n>.parquet`` for each of :data:`~profkit.query.reduce.PARTS`.
+        root: the folder holding ``<part>/part-<n>.parquet`` for each of :data:`~profkit.catalog.reduce.PARTS`.
         folders: capture folders reduced.
         problems: files that could not be read (set aside), as ``"<file>: <reason>"``.
     """
@@ -43,7 +43,7 @@ class Reduced:
         files = self.files(part)
         if part not in PARTS or not files:
             raise ValueError(f"{self.root}: no {part} part")
-        return f"read_parquet([{', '.join(map(_engine.repr_sql, files))}])"
+        return f"read_parquet([{', '.join(map(engine.repr_sql, files))}])"
 
 
 def _with_gpu(red: Reduced, part: str, where: str = "") -> str:
@@ -58,7 +58,7 @@ def _names(red: Reduced) -> str:
 
 def _query(red: Reduced, sql: str, con=None) -> pd.DataFrame:
     own = con is None
-    con = con or _engine.connect(spill=Path(red.root) / ".spill")
+    con = con or engine.connect(spill=Path(red.root) / ".spill")
     try:
         return con.sql(sql).df()
     finally:

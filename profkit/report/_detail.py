@@ -6,6 +6,7 @@ Every builder here formats fields of :class:`profkit.analysis.results.Results`; 
 from __future__ import annotations
 
 from profkit.analysis.step_sets import NEW_STATES
+from profkit.catalog.reduced import MAX_DETAILED_RUNS
 from profkit.report import _text as T
 from profkit.report._figures import per_op, small_multiples, step_times_grid
 from profkit.report._main import moe_figures, moe_model_line
@@ -359,7 +360,7 @@ def _planned(op: str, plan_verdict: str, recommendation: str | None) -> str:
 # -- repeats --------------------------------------------------------------------------------------
 def repeats_section(ctx: ReportContext) -> Section | None:
     r = ctx.results
-    figures, tables, text = [], [], []
+    figures, tables, text = [], [], [reduced_line(ctx.data)] if reduced_line(ctx.data) else []
     repeated = r.stability[(r.stability["n_tunings"] > 1).fillna(False).to_numpy(dtype=bool)] if len(r.stability) \
         else r.stability
     if len(repeated):
@@ -400,11 +401,26 @@ def repeats_section(ctx: ReportContext) -> Section | None:
                    page="repeats")
 
 
+def reduced_line(data) -> str:
+    """How many runs were read whole and how many as reductions ("" when every run was read whole)."""
+    reduced = getattr(data, "reductions", None)
+    if reduced is None:
+        return ""
+    whole, only = len(reduced.detailed), len(reduced.reduced)
+    return (f"More than {MAX_DETAILED_RUNS} runs tuned one bucket: {T.count(whole, 'run')} read whole (the folders "
+            f"holding each bucket's first run: the tactics, speedups, costs, plan and candidate figures are theirs), "
+            f"{T.count(only, 'run')} read only as reductions (each decision's pick with its time and the default's, "
+            f"and each run's time per candidate): the noise, winner flips, rank and repeat questions count all "
+            f"{whole + only}.")
+
+
 # -- provenance -----------------------------------------------------------------------------------
 def provenance_section(ctx: ReportContext) -> Section:
     data = ctx.data
     lines = [f"{T.count(len(data.tables.runs), 'run')} read from `{data.root}` "
              f"({', '.join(getattr(data, 'inputs', ('captures',)))})."]
+    if reduced_line(data):
+        lines.append(reduced_line(data))
     for where, prov in data.provenance.items():
         env = prov.get("env", {}) if isinstance(prov.get("env", {}), dict) else {}
         flags = ", ".join(prov.get("flags", []) or []) or "none"

@@ -38,7 +38,8 @@ class ReportModel:
         port_price: :func:`~profkit.analysis.portability.port_price`: what carrying a tuning to a GPU cost against
             tuning there (empty without a ``price.json``).
         ranks: per GPU, :func:`~profkit.analysis.ranks.repeated_tunings` of its part: do the ranks and boots that
-            tuned one op and shape there agree, and what their disagreement costs (empty frames without repeats).
+            tuned one op and shape there agree, and what their disagreement costs (empty frames without repeats);
+            from the part's reductions where the catalogue read many runs so (every run counts).
     """
 
     catalog: object
@@ -70,13 +71,20 @@ def build_model(catalog, *, gpu: str | None = None, progress=None) -> ReportMode
     say("across GPUs and ranks")
     verdicts = pd.concat([results[g].op_verdicts.assign(gpu=g, flashinfer=_versions(parts[g].runs)) for g in gpus],
                          ignore_index=True)
-    ranks = {g: repeated_tunings(results[g].winners, parts[g].tables.candidates, gpu=g, noise=results[g].noise,
-                                 runs=parts[g].runs) for g in gpus}
+    ranks = {g: _repeated(parts[g], results[g], g) for g in gpus}
     verify = catalog.verify
     carried = carried_picks(partition.with_gpus(verify, catalog.runs))
     return ReportModel(catalog=catalog, gpus=gpus, gpu=gpu, data=parts[gpu], results=results[gpu], verdicts=verdicts,
                        carried=carried, portability=portability(carried), port_price=port_price(catalog.port_prices),
                        ranks=ranks)
+
+
+def _repeated(part, results: Results, gpu: str):
+    """The rank questions of one GPU's part: from its candidates, or its reductions where it has them."""
+    reduced = getattr(part, "reductions", None)
+    if reduced is None:
+        return repeated_tunings(results.winners, part.tables.candidates, gpu=gpu, noise=results.noise, runs=part.runs)
+    return repeated_tunings(results.winners, gpu=gpu, noise=results.noise, runs=part.runs, timings=reduced.timings)
 
 
 def _versions(runs: pd.DataFrame) -> str:

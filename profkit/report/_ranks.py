@@ -19,6 +19,9 @@ _BUCKET_COLUMNS = ["op", "shape", "bucket", "ranks", "tunings", "distinct_picks"
 
 
 _TUNERS = {"ranks": "tuners"}
+# The picks figure draws one row per tuner of each op and shape; past this many it is taller than a page can show
+# (the shipped data's H200: 53 rows; ten ranks of 29 shapes: 319).
+MAX_PICK_ROWS = 120
 
 
 def ranks_section(ctx: ReportContext) -> Section | None:
@@ -32,11 +35,17 @@ def ranks_section(ctx: ReportContext) -> Section | None:
             "pick) and the flip rate (the share of pairs of tunings whose picks differ); each worst regret judged "
             "by the comparison rule (`profkit ranks` answers the same from parquet, for fleets of ranks). A tuner is "
             "one rank of one run (a process); each GPU on its own."]
-    figures, tables = [], []
+    figures, tables, omitted = [], [], []
     for gpu, a in answers.items():
         slug = gpu.lower().replace(" ", "-")
         text += ["", f"**{gpu}**: {_headline(a)}", ""]
         text += [f"- {line}" for line in _shape_lines(ctx, a) + _slow_lines(a)]
+        rows = _pick_rows(a)
+        if rows > MAX_PICK_ROWS:
+            omitted.append(f"The picks of each rank or boot on the {gpu}: not drawn: one row per tuner and shape "
+                           f"would be {rows} rows (at most {MAX_PICK_ROWS} are drawn); every pick is in "
+                           f"rank_agreement_{slug}.csv and the groups of identical picks in rank_groups_{slug}.csv.")
+            continue
         figures.append(FigureSpec(
             f"rank_picks_{slug}", f"The picks of each rank or boot on the {gpu}",
             "One block per op and shape tuned by two runs or more, one row per tuner, one cell per bucket: grey, the "
@@ -51,7 +60,14 @@ def ranks_section(ctx: ReportContext) -> Section | None:
             Table(ctx.named(_groups(a)), f"rank_groups_{slug}", top=0),
             Table(_slow(a), f"rank_speed_{slug}", sort_by="slower_pct", what="slowest first"),
         ]
-    return Section("Do the ranks and boots agree?", "\n".join(text), tuple(figures), tuple(tables), page="repeats")
+    return Section("Do the ranks and boots agree?", "\n".join(text), tuple(figures), tuple(tables), tuple(omitted),
+                   page="repeats")
+
+
+def _pick_rows(a) -> int:
+    """The rows of the picks figure: one per tuner of each op and shape, and one heading each."""
+    blocks = a.tunings.groupby(["op", "shape"], dropna=False)["tuner"].nunique()
+    return int(blocks.sum()) + len(blocks)
 
 
 def _headline(a) -> str:

@@ -28,19 +28,26 @@ def capture_folders(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
     Raises:
         ProfkitError: when a path does not exist.
     """
-    rows, seen = [], set()
+    found, seen = [], set()
     for path in map(Path, paths):
         if not os.path.lexists(path):
             raise ProfkitError(f"{path}: no such file or directory; pass capture folders (profkit capture --out, "
                                "Tables.save) or folders holding them")
         for folder in walk(path).paths("capture"):
             key = os.path.realpath(folder)
-            if key in seen:
-                continue
-            seen.add(key)
-            segments = _segments(folder)
-            rank = parallel_ranks(folder.name).get("rank") if segments else None
-            rows.append({"folder": str(folder), "name_rank": rank, "segments": len(segments)})
+            if key not in seen:
+                seen.add(key)
+                found.append(folder)
+    return folder_rows(found)
+
+
+def folder_rows(folders: Sequence[str | os.PathLike]) -> pd.DataFrame:
+    """:func:`capture_folders`' rows of capture folders already found (a walk's ``capture`` entries), in order."""
+    rows = []
+    for folder in map(Path, folders):
+        segments = _segments(folder)
+        rank = parallel_ranks(folder.name).get("rank") if segments else None
+        rows.append({"folder": str(folder), "name_rank": rank, "segments": len(segments)})
     return pd.DataFrame(rows, columns=list(FOLDER_COLUMNS)).astype(FOLDER_COLUMNS)
 
 

@@ -17,7 +17,7 @@ is independent of every other batch, so batches run anywhere: this process, or
 ``served``     per (run, rank, op, profile, runner, tactic, source): the winners the run served and how
                (profiled, cached, cache_file...), with the number of calls: the tactics each rank served.
 ``runs``       one row per run: ``run``, the catalogue's keys (:func:`profkit.catalog.keys.keyed_runs`: GPU,
-               host, rank, process...) and the folder it was read from.
+               host, rank, process...), ``started_at`` and the folder it was read from.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from profkit.query import _engine
-from profkit.query.captures import table_files
+from profkit.catalog import engine
+from profkit.catalog.captures import table_files
 
 PARTS = ("decisions", "timings", "served", "runs")
 
@@ -83,37 +83,50 @@ SELECT run, run_id, rank, call, op, profile, hash(op, profile) AS k, bucket, run
        time_ms, 0::BIGINT AS n_candidates, NULL::VARCHAR AS default_runner, NULL::DOUBLE AS default_ms
 FROM w WHERE NOT EXISTS (SELECT 1 FROM c WHERE c.run = w.run)
 """
+_NAMES = "SELECT DISTINCT k, p, op, profile, runner, tactic FROM c WHERE own AND isfinite(time_ms)"
 _RUNS = ("SELECT hash(f.folder, r.run_id) AS run, r.* EXCLUDE (filename), f.folder "
          "FROM {rel} r JOIN files f ON r.filename = f.file")
 
 
 def reduce_batch(folders: pd.DataFrame, out: str | Path, part: int, *, threads: int | None = None,
                  spill: str | Path | None = None, served: bool = True) -> list[str]:
-    """Reduce the capture ``folders`` (:func:`~profkit.query.captures.capture_folders` rows) to the four parts
+    """Reduce the capture ``folders`` (:func:`~profkit.catalog.captures.capture_folders` rows) to the four parts
     ``<out>/<part name>/part-<part>.parquet``; return the problems (files set aside, by name).
 
     ``served=False`` leaves the winners tables unread where there are candidates (the ``served`` part is then
     empty): a fleet's winners files are as many as its candidates files, and only provenance needs them.
     """
     out = Path(out)
+    frames, problems = reduce_frames(folders, threads=threads, spill=spill or out / f".spill-{part:06d}", served=served)
+    for name in PARTS:
+        engine.write_parquet(frames[name], out / name / f"part-{part:06d}.parquet")
+    return problems
+
+
+def reduce_frames(folders: pd.DataFrame, *, threads: int | None = None, spill: str | Path | None = None,
+                  served: bool = True, names: bool = False) -> tuple[dict, list[str]]:
+    """The parts of :func:`reduce_batch` as Arrow tables, by name, and the problems (files set aside).
+
+    ``names=True`` adds ``names``: the (op, profile, runner, tactic) behind each (k, p) of ``timings``.
+    """
     problems: list[str] = []
-    con = _engine.connect(threads=threads, spill=spill or out / f".spill-{part:06d}")
+    con = engine.connect(threads=threads, spill=spill)
     try:
         _select(con, folders, "candidates", CANDIDATE_COLUMNS, _CANDIDATES, problems, con.execute)
         if served or not con.execute("SELECT count(*) FROM c").fetchone()[0]:
             _select(con, folders, "winners", WINNER_COLUMNS, _WINNERS, problems, con.execute)
         else:
             none = "CROSS JOIN (SELECT NULL::VARCHAR AS folder, NULL::BIGINT AS name_rank) f"
-            con.execute(_WINNERS.format(rel=_engine.empty_relation(WINNER_COLUMNS, filename=True)).replace(
+            con.execute(_WINNERS.format(rel=engine.empty_relation(WINNER_COLUMNS, filename=True)).replace(
                 "JOIN files f ON p.filename = f.file", none))
         frames = {"decisions": con.sql(f"{_DECISIONS} UNION ALL BY NAME {_PICKED}").to_arrow_table(),
                   "timings": con.sql(_TIMINGS).to_arrow_table(), "served": con.sql(_SERVED).to_arrow_table()}
+        if names:
+            frames["names"] = con.sql(_NAMES).to_arrow_table()
         frames["runs"] = _keyed(_select(con, folders, "runs", RUN_COLUMNS, _RUNS, problems, _arrow(con)))
     finally:
         con.close()
-    for name in PARTS:
-        _engine.write_parquet(frames[name], out / name / f"part-{part:06d}.parquet")
-    return problems
+    return frames, problems
 
 
 def _select(con, folders: pd.DataFrame, table: str, columns: dict, sql: str, problems: list[str], run):
@@ -125,14 +138,14 @@ def _select(con, folders: pd.DataFrame, table: str, columns: dict, sql: str, pro
     try:
         return _over(con, files, columns, sql, run)
     except (duckdb.IOException, duckdb.InvalidInputException):
-        good = set(_engine.readable(con, list(files["file"]), problems))
+        good = set(engine.readable(con, list(files["file"]), problems))
         return _over(con, files[files["file"].isin(good).to_numpy(dtype=bool)], columns, sql, run)
 
 
 def _over(con, files: pd.DataFrame, columns: dict, sql: str, run):
     con.register("files", files)
     try:
-        return _engine.by_schemas(lambda union: sql.format(rel=_engine.relation(
+        return engine.by_schemas(lambda union: sql.format(rel=engine.relation(
             con, list(files["file"]), columns, union=union, filename=True)), run)
     finally:
         con.unregister("files")
@@ -143,11 +156,12 @@ def _arrow(con):
 
 
 def _keyed(runs):
-    """One row per run with the catalogue's keys and the folder read, as Arrow."""
+    """One row per run with the catalogue's keys, its start and the folder read, as Arrow."""
     import pyarrow as pa
 
     from profkit.catalog.keys import KEY_COLUMNS, keyed_runs
 
     frame = runs.to_pandas().drop_duplicates("run")
     keyed = keyed_runs(frame.assign(path=frame["folder"]), {})
-    return pa.Table.from_pandas(keyed[["run", *KEY_COLUMNS, "folder"]].astype({"folder": "string"}), preserve_index=False)
+    keyed = keyed[["run", *KEY_COLUMNS, "started_at", "folder"]].astype({"started_at": "string", "folder": "string"})
+    return pa.Table.from_pandas(keyed, preserve_index=False)
