@@ -507,3 +507,40 @@ def test_bulk_path_reads_renders_glued_to_records_as_one_line_at_a_time(seed, mo
         with monkeypatch.context() as one_by_one:
             one_by_one.setattr(logs, "feed", functools.partial(bulk.feed, bulk=False))
             assert in_bulk == log_golden.digest(log_golden.tables_of(text)), name
+
+
+# Winner lines right after candidates the bulk path read, as logged and made to trip its reading of them.
+WINNER_TRIPS = {
+    "as logged": lambda line: line,
+    "CRLF": lambda line: line.replace("\n", "\r\n"),
+    "a record header inside": lambda line: line.replace(" for ProfilingCacheKey(", f" {HEADER}x for ProfilingCacheKey("),
+    "key garbled": lambda line: line.replace("ProfilingCacheKey(", "ProfilingCacheKy("),
+    "tactic printed another way": lambda line: line.replace(", ((", ",  ((", 1),
+    "runner at another address": lambda line: line.replace(" object at 0x", " object at 0x1", 1),
+    "another profile": lambda line: line.replace("nearest_profile=((", "nearest_profile=((7", 1),
+    "timestamp garbled": lambda line: f"{line[:5]}x{line[6:]}",
+    "not UTF-8": lambda line: line.replace(" for ProfilingCacheKey(", "\udcff for ProfilingCacheKey("),
+    "a garbled candidate instead": lambda line: line.replace("profiling chosen runner: ", "profiling "),
+    "an event instead": lambda line: line.split("[Autotuner]: ")[0] + "[Autotuner]: Config cache hit for fp8_gemm "
+                                     "(runner=CudnnFp8GemmRunner, source=config file)\n",
+}
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_bulk_path_reads_winner_lines_after_candidates_as_one_line_at_a_time(seed, monkeypatch):
+    """Each profile's winner line (which follows its candidates) of a MoE, a bf16 and an fp8 log, as logged or made
+    to trip the bulk path: the tables equal those read one line at a time."""
+    from profkit.sources import logs
+    from profkit.sources.logs import bulk
+
+    rng, out = random.Random(seed), []
+    for path in (*GLUED_LOGS, H200 / "fp8" / "debug.log.gz"):
+        data = path.read_bytes()
+        for line in (gzip.decompress(data) if path.suffix == ".gz" else data).decode().splitlines(keepends=True):
+            out.append(WINNER_TRIPS[rng.choice(list(WINNER_TRIPS))](line) if "chosen runner" in line else line)
+    text = "".join(out)
+    assert sum(1 for line in out if "profiling chosen runner" in line) >= 200
+    monkeypatch.setattr(bulk, "BLOCK", 1 << 16 + seed)
+    in_bulk = log_golden.digest(log_golden.tables_of(text))
+    monkeypatch.setattr(logs, "feed", functools.partial(bulk.feed, bulk=False))
+    assert in_bulk == log_golden.digest(log_golden.tables_of(text))

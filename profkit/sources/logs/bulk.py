@@ -405,9 +405,12 @@ def _feed_block(reader: Reader, block: _Block, lineno: int) -> int:
                     i, repeated = i + run, False
             before = text if repeated else None
 
-    lines = plain.rows + (lineno + 1)
     runners = np.array([reader.cands.code(text) for text in plain.runners], dtype=np.int64)[plain.runner]
     tactics = np.array([reader.cands.tactic_code(text) for text in plain.tactics], dtype=np.int64)[plain.tactic]
+    # The rows' line numbers, runner and tactic codes and times, one column after the other, as the bytes the
+    # reader's C arrays take: a run of rows is one slice per column.
+    width, table = len(plain.rows) * 8, memoryview(np.concatenate(
+        [plain.rows + (lineno + 1), runners, tactics, plain.time_ms.view(np.int64)]).tobytes())
     done = 0
     for first, stop, row, last, shape in block.segments:
         general(done, row)
@@ -426,10 +429,22 @@ def _feed_block(reader: Reader, block: _Block, lineno: int) -> int:
                 general(row + 1, last + 1)
                 first = stop
         if first < stop:
-            reader.candidate_block(lines[first:stop], runners[first:stop], tactics[first:stop], plain.time_ms[first:stop])
+            reader.candidate_block(stop - first, *(table[at + 8 * first:at + 8 * stop]
+                                                   for at in range(0, 4 * width, width)))
         done = last + 1
+        if done + 1 < len(starts) and reader.winner_line(lineno + done + 1,
+                                                         _text(data, starts[done], starts[done + 1])):
+            done += 1  # the profile's winner line
     general(done, len(starts) - 1)
     return replaced
+
+
+def _text(data: bytes | bytearray, start: int, stop: int) -> str:
+    """data[start:stop] as text; "" when it is not UTF-8 (the general path reads it, counting the replacement)."""
+    try:
+        return data[start:stop].decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
 
 
 def _bar_record(reader: Reader, lineno: int, data: bytes | bytearray, start: int, at: int, end: int) -> bool:

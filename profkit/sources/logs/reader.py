@@ -11,8 +11,6 @@ import dataclasses
 import math
 import re
 
-import numpy as np
-
 from profkit.errors import ParseError
 from profkit.sources.inputs import as_int
 from profkit.sources.logs import grammar as g
@@ -259,13 +257,35 @@ class Reader:
                      record[g.LEVEL_START:record.find(" ", g.LEVEL_START)], record[at + len(g.JIT):], at)
         return True
 
-    def candidate_block(self, lines: np.ndarray, runners: np.ndarray, tactics: np.ndarray, times: np.ndarray) -> None:
-        """Plain candidate lines of the unprefixed stream continuing the open group (see :meth:`continues_in_bulk`).
+    def winner_line(self, lineno: int, line: str) -> bool:
+        """A line right after plain candidates read in bulk: read as :meth:`line` reads it when it is a whole winner
+        record of the unprefixed stream and their group is open (nothing armed that it could repeat, no pending
+        failure: :meth:`_record`'s first steps have nothing to do); False, with nothing done, for any other line."""
+        stream, arm = self.default, self.arm
+        if type(arm) is not CandidateArm or arm.group is not stream.group or stream.failure is not None \
+                or line[:2] != "20" or line[-1:] != "\n" or "\r" in line:
+            return False
+        line = line[:-1]
+        h = g.whole_line_header(line)
+        msg = line[h + len(g.JIT):] if h is not None else ""
+        body = g.autotuner_body(msg)
+        if body is None or not body.startswith(g.WINNER):
+            return False
+        self.arm, self.readable = None, True
+        ts = line[:g.TIMESTAMP_LENGTH]
+        stream.run.last_line, stream.run.ended_at = lineno, ts
+        self._winner(stream, lineno, ts, body, msg)
+        stream.in_profiles = False
+        return True
+
+    def candidate_block(self, count: int, lines, runners, tactics, times) -> None:
+        """``count`` plain candidate lines of the unprefixed stream continuing the open group (see
+        :meth:`continues_in_bulk`); columns as :meth:`Candidates.extend` takes them.
 
         The run's last line is moved when the group closes; its end time stays that of the last record
         read one by one (as ``runs.ended_at`` always was).
         """
-        self.cands.extend(self.arm.group.gid, lines, runners, tactics, times)
+        self.cands.extend(self.arm.group.gid, count, lines, runners, tactics, times)
 
     # -- streams and runs --------------------------------------------------------------------
     def _stream(self, key: str, rank: int | None, pid: int | None) -> Stream:

@@ -6,9 +6,8 @@ Each is a small named dataclass; the reader (reader.py) moves between them.
 from __future__ import annotations
 
 import dataclasses
+import struct
 from array import array
-
-import numpy as np
 
 from profkit.sources.logs.grammar import Bar
 
@@ -127,6 +126,9 @@ class Stream:
     fallbacks: dict[str, dict] = dataclasses.field(default_factory=dict)  # this run's fallback_call events by message
 
 
+_CODE = struct.Struct("=q")  # one row of an array("q") column: native byte order
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Odd:
     """status, error and api of a candidate that is not a plain ``status="ok"`` one."""
@@ -167,13 +169,15 @@ class Candidates:
         self.tactic.append(self.tactic_code(tactic))
         self.time.append(time_ms)
 
-    def extend(self, gid: int, lines: np.ndarray, runners: np.ndarray, tactics: np.ndarray, times: np.ndarray) -> None:
-        """Plain rows of one group, many at once (the bulk path): line numbers, runner and tactic codes (int64),
-        times (float64)."""
-        self.group.extend(array("q", (gid,)) * len(lines))
-        self.counts[gid] = self.counts.get(gid, 0) + len(lines)
-        for column, values in ((self.line, lines), (self.runner, runners), (self.tactic, tactics), (self.time, times)):
-            column.frombytes(values.view(np.uint8))
+    def extend(self, gid: int, count: int, lines, runners, tactics, times) -> None:
+        """``count`` plain rows of one group at once (the bulk path), each column as the bytes of its C values: line
+        numbers, runner and tactic codes (int64), times (float64)."""
+        self.group.extend(array("q", (gid,)) * count)
+        self.counts[gid] = self.counts.get(gid, 0) + count
+        self.line.frombytes(lines)
+        self.runner.frombytes(runners)
+        self.tactic.frombytes(tactics)
+        self.time.frombytes(times)
 
     def code(self, runner: str) -> int:
         return self.reprs.setdefault(runner, len(self.reprs))
@@ -191,14 +195,21 @@ class Candidates:
         """The rows among ``rows`` of runner code ``runner`` and tactic code ``tactic``."""
         if type(rows) is not range:
             return [k for k in rows if self.tactic[k] == tactic and self.runner[k] == runner]
-        tactics, found, at = self.tactic[rows.start:rows.stop], [], -1
-        while True:  # list.index finds each row of the tactic at C speed: a group holds it once or a few times
-            try:
-                at = tactics.index(tactic, at + 1)
-            except ValueError:
-                return found
-            if self.runner[rows.start + at] == runner:
-                found.append(rows.start + at)
+        if tactic is None:
+            return []
+        # The tactic's code found as bytes (at C speed, where array.index makes a Python int of every row it passes):
+        # a group holds it once or a few times.
+        tactics, code, found = self.tactic[rows.start:rows.stop].tobytes(), _CODE.pack(tactic), []
+        at = tactics.find(code)
+        while at >= 0:
+            if at % _CODE.size:  # the code's bytes across two rows
+                at = tactics.find(code, at + 1)
+                continue
+            k = rows.start + at // _CODE.size
+            if self.runner[k] == runner:
+                found.append(k)
+            at = tactics.find(code, at + _CODE.size)
+        return found
 
     def last_row(self, group: Group) -> int | None:
         if self.group and self.group[-1] == group.gid:  # the common case: the group is the newest
