@@ -82,3 +82,18 @@ def test_the_shipped_data_is_read_whole(shipped_whole):
     from profkit.catalog.reduced import MAX_DETAILED_RUNS
 
     assert shipped_whole.reductions is None and MAX_DETAILED_RUNS >= 11  # its most runs of one bucket: 11
+
+
+def test_the_picks_figure_is_left_out_with_why_past_its_rows(models, monkeypatch):
+    from profkit import report
+    from profkit.report import _ranks
+
+    _, reduced = models
+    ctx = report.ReportContext(data=reduced.data, results=reduced.results, gpus=reduced.gpus, ranks=reduced.ranks)
+    assert [f.name for f in report.ranks_section(ctx).figures] == ["rank_picks_nvidia-h200"]
+    monkeypatch.setattr(_ranks, "MAX_PICK_ROWS", RUNS)
+    section = report.ranks_section(ctx)
+    assert section.figures == () and len(section.omitted) == 1
+    assert [t.name for t in section.tables] == [f"rank_{n}_nvidia-h200" for n in ("shapes", "agreement", "groups", "speed")]
+    assert "not drawn: one row per tuner and shape would be" in section.omitted[0]
+    assert "rank_agreement_nvidia-h200.csv" in section.omitted[0]

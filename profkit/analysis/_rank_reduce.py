@@ -45,8 +45,7 @@ def spread(timings: pd.DataFrame) -> pd.DataFrame:
 def matching(frame: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``frame`` whose values in ``keys``' columns are one of ``keys``' rows (NA matches NA), in order.
 
-    Categorical columns are matched by their codes and come back as text, so a merge that follows joins text to
-    text on the rows it can match, not millions of categorical rows to text.
+    Categorical columns (a catalogue's timings: millions of rows) are matched by their codes, never as text.
     """
     on = list(keys.columns)
     mine, wanted = [], []
@@ -62,9 +61,13 @@ def matching(frame: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
             wanted.append(codes[len(frame):])
     hit = pd.MultiIndex.from_arrays(wanted).get_indexer(pd.MultiIndex.from_arrays(mine)) >= 0 if len(keys) \
         else np.zeros(len(frame), dtype=bool)
-    out = frame[hit]
-    cats = [c for c in on if isinstance(frame[c].dtype, pd.CategoricalDtype)]
-    return out.assign(**{c: out[c].astype(object).astype("string") for c in cats}) if cats else out
+    return frame[hit]
+
+
+def as_text(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``frame`` with its categorical ``columns`` as text (to be joined to text)."""
+    cats = [c for c in columns if isinstance(frame[c].dtype, pd.CategoricalDtype)]
+    return frame.assign(**{c: frame[c].astype(object).astype("string") for c in cats}) if cats else frame
 
 
 def pick_stats(decisions: pd.DataFrame, times: pd.DataFrame) -> pd.DataFrame:
@@ -81,8 +84,8 @@ def pick_stats(decisions: pd.DataFrame, times: pd.DataFrame) -> pd.DataFrame:
     picks = (d.groupby(_PICK_KEY, dropna=False).agg(tunings=("seen", "size"), ranks=("_r", "nunique"),
                                                    first_seen=("seen", "min")).reset_index()
              .merge(buckets.reset_index(), on=_BUCKET, how="left"))
-    t = matching(times[(times["min_ms"] > 0).to_numpy(dtype=bool)],
-                 picks[["gpu", "op", "profile", "runner", "tactic"]].drop_duplicates())
+    on = ["gpu", "op", "profile", "runner", "tactic"]
+    t = as_text(matching(times[(times["min_ms"] > 0).to_numpy(dtype=bool)], picks[on].drop_duplicates()), on)
     pt = picks[_PICK_KEY].merge(t[["gpu", "op", "profile", "runner", "tactic", "run_id", "min_ms"]],
                                 on=["gpu", "op", "profile", "runner", "tactic"])
     pt["lt"] = np.log(pt["min_ms"].to_numpy(dtype=float))

@@ -58,7 +58,7 @@ def _price_table(candidates: pd.DataFrame | None, *, timings: pd.DataFrame | Non
     keys = ["run_id", "op", "profile", "runner", "tactic"]
     if timings is not None:
         require(timings, (*keys, "min_ms"), "timings")
-        picked = _rank_reduce.matching(timings, picks[keys[1:]].drop_duplicates())
+        picked = _rank_reduce.as_text(_rank_reduce.matching(timings, picks[keys[1:]].drop_duplicates()), keys)
         return picked.groupby(keys, observed=True)["min_ms"].min()
     if candidates is None:
         return None

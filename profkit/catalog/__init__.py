@@ -121,8 +121,8 @@ class Catalog:
                  f"{len(self.bench)} bench rows"]
         if self.reductions is not None:
             r = self.reductions
-            lines.append(f"  {len(r.detailed)} runs read whole, {len(r.reduced)} read as reductions (decisions and "
-                         f"timings: more than {MAX_DETAILED_RUNS} runs tuned one bucket)")
+            lines.append(f"  more than {MAX_DETAILED_RUNS} runs tuned one bucket: read whole {len(r.detailed)}, read as "
+                         f"reductions (decisions and timings) {len(r.reduced)}")
         if self.problems:
             lines.append(f"  WARNING: {len(self.problems)} file(s) could not be read; see .problems")
         return "\n".join(lines)

@@ -45,13 +45,13 @@ def ranks_section(ctx: ReportContext) -> Section | None:
             omitted.append(f"The picks of each rank or boot on the {gpu}: not drawn: one row per tuner and shape "
                            f"would be {rows} rows (at most {MAX_PICK_ROWS} are drawn); every pick is in "
                            f"rank_agreement_{slug}.csv and the groups of identical picks in rank_groups_{slug}.csv.")
-            continue
-        figures.append(FigureSpec(
-            f"rank_picks_{slug}", f"The picks of each rank or boot on the {gpu}",
-            "One block per op and shape tuned by two runs or more, one row per tuner, one cell per bucket: grey, the "
-            "bucket's best pick; amber, another pick within noise of it; red, another pick slower beyond noise "
-            "(its regret printed).",
-            lambda a=a, gpu=gpu: plot_rank_picks(a.tunings, labels=ctx.labels, title=gpu)))
+        else:
+            figures.append(FigureSpec(
+                f"rank_picks_{slug}", f"The picks of each rank or boot on the {gpu}",
+                "One block per op and shape tuned by two runs or more, one row per tuner, one cell per bucket: grey, "
+                "the bucket's best pick; amber, another pick within noise of it; red, another pick slower beyond "
+                "noise (its regret printed).",
+                lambda a=a, gpu=gpu: plot_rank_picks(a.tunings, labels=ctx.labels, title=gpu)))
         tables += [
             Table(ctx.named(a.shapes[_SHAPE_COLUMNS].rename(columns=_TUNERS)), f"rank_shapes_{slug}",
                   sort_by="worst_regret_pct", what="costliest disagreement first"),
