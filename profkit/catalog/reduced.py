@@ -97,13 +97,14 @@ def reduce_captures(captures: Sequence[Path], problems: list) -> Reduced | None:
         captures: the capture folders (a walk's ``capture`` entries).
         problems: where to name what could not be read.
     """
+    if len(captures) <= MAX_DETAILED_RUNS:  # a folder holds one run or a few: too few to need reducing
+        return None
     import duckdb
+    import pyarrow as pa
 
     from profkit.catalog.captures import folder_rows
     from profkit.catalog.reduce import reduce_frames
 
-    if len(captures) <= MAX_DETAILED_RUNS:  # a folder holds one run or a few: too few to need reducing
-        return None
     folders = folder_rows(captures)
     parts: dict[str, list] = {"decisions": [], "timings": [], "names": [], "runs": []}
     found: list[str] = []
@@ -119,8 +120,6 @@ def reduce_captures(captures: Sequence[Path], problems: list) -> Reduced | None:
         problems.append(f"{Path(captures[0]).parent}: the DuckDB reduction failed ({str(exc).splitlines()[0]}); every "
                         "capture read whole instead")
         return None
-    import pyarrow as pa
-
     arrow = {name: pa.concat_tables(tables, promote_options="default") for name, tables in parts.items()}
     decisions = arrow["decisions"].to_pandas()
     runs = arrow["runs"].to_pandas().drop_duplicates("run")
