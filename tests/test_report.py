@@ -13,6 +13,7 @@ import profkit
 from profkit import analysis
 from profkit.analysis.recommend import RECOMMENDATIONS, chance_count
 from profkit.analysis.results import analyse
+from profkit.catalog import partition
 from profkit.outputs.summary import summary_document
 from profkit.cli import main
 from profkit.errors import ProfkitError
@@ -208,9 +209,15 @@ def test_datadir_gives_step_sets_and_loaded_caches_as_columns(shipped_h200):
 def test_the_whole_data_folder_reads_like_its_h200_part(shipped_whole, shipped_h200):
     """``profkit report data``: the step set is found by its captures, not by its folder name."""
     whole, h200 = shipped_whole, shipped_h200
-    dense = whole.step[~whole.step["model"].isin(whole.moe.runs["model"])]
+    on_h200 = (whole.step["gpu"] == "NVIDIA H200").to_numpy(dtype=bool)
+    dense = whole.step[~whole.step["model"].isin(whole.moe.runs["model"]).to_numpy(dtype=bool) & on_h200]
     assert len(dense) == len(h200.step)
+    # The H100 ran Llama-3.1-8B's step too: the whole folder's captures are the H200's (most runs), each GPU's part
+    # its own.
     assert {k: v for k, v in whole.step_captures.items() if k in h200.step_captures} == h200.step_captures
+    h100 = partition.for_gpu(whole, "NVIDIA H100 80GB HBM3")
+    assert h100.step_captures[("llama3-8b", "fp8")] != whole.step_captures[("llama3-8b", "fp8")]
+    assert h100.step_caches[("llama3-8b", "fp8")] == "h100/step/llama3-8b-fp8/cache.json"
     bracketed = whole.step_other[whole.step_other["source"] == "h200-verify/step-bracketed/llama3-8b-fp8"]
     loaded = dict(zip(bracketed["state"], bracketed["loaded_cache"]))
     assert loaded["cache"] == "h200/step/llama3-8b-fp8/cache.json" == whole.step_caches[("llama3-8b", "fp8")]

@@ -23,7 +23,7 @@ from typing import Sequence
 import pandas as pd
 
 from profkit import schema
-from profkit.catalog import _read
+from profkit.catalog import _read, partition
 from profkit.catalog.keys import KEY_COLUMNS, keyed_runs
 from profkit.catalog.reduced import MAX_DETAILED_RUNS, Reductions
 from profkit.catalog.walk import Inventory, walk
@@ -61,8 +61,11 @@ class Catalog:
             run's folder), ``step_set`` (the folder above: the set) and ``loaded_cache`` (the cache file the
             row's state loaded, from its ``--cache`` arguments; empty when none).
         step_other: ``profkit step`` rows of other sets, same columns.
-        step_captures: run_id of the tuning-pass capture per (model, dtype) of ``step``.
+        step_captures: run_id of the tuning-pass capture per (model, dtype) of ``step``: the GPU with the most runs
+            first where several GPUs ran one (``step_captures_by_gpu`` holds each; a part of one GPU,
+            :func:`~profkit.catalog.partition.for_gpu`, holds that GPU's).
         step_caches: the cache.json beside each tuning-pass capture, relative to the root, per (model, dtype).
+        step_captures_by_gpu, step_caches_by_gpu: the same per (model, dtype, GPU).
         linears: the (n, k) GEMM shapes of each step model's linear layers.
         model_layers: decoder layers of each step model's full config.
         cache_winners: winners of each ``cache.json`` written beside a capture, with the capture's ``run_id``.
@@ -110,6 +113,8 @@ class Catalog:
     port_prices: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     inputs: tuple = ("captures",)
     reductions: Reductions | None = None
+    step_captures_by_gpu: dict = dataclasses.field(default_factory=dict)
+    step_caches_by_gpu: dict = dataclasses.field(default_factory=dict)
     problems: tuple = ()
 
     def __repr__(self) -> str:
@@ -164,7 +169,8 @@ def open(paths: str | os.PathLike | Sequence[str | os.PathLike], *,  # noqa: A00
     runs = keyed_runs(tables.runs, envs)
     tables = _read._masked_commands(dataclasses.replace(tables, runs=runs))
     caches = {str(p) for p in inv.paths("cache")}
-    step, other, captures, cache_files = _read.split_steps(inv, steps, parts, caches)
+    step, other, gpu_captures, gpu_caches = _read.split_steps(inv, steps, parts, caches)
+    captures, cache_files = partition.step_captures_of(gpu_captures, gpu_caches, partition.gpus_of(tables.runs))
     op_timings = _read.op_timings(inv, problems, _read.renames(parts))
     linears, layers = _read._models(sorted({model for model, _ in captures}))
     if "engine results" in inputs:  # nothing but engine outputs: they are what there is to read
@@ -175,7 +181,8 @@ def open(paths: str | os.PathLike | Sequence[str | os.PathLike], *,  # noqa: A00
                       model_layers=layers, cache_winners=_read.cache_winners(inv, parts, problems), bench=bench_frame,
                       bench_notes=notes, provenance=prov, labels=_read._shape_labels(op_timings, prov),
                       verify=verified, policy_tuning=_read._policy_tuning(prov), moe=moe, cache_events=said,
-                      port_prices=prices, inputs=inputs, reductions=reductions, problems=tuple(problems))
+                      port_prices=prices, inputs=inputs, reductions=reductions, problems=tuple(problems),
+                      step_captures_by_gpu=gpu_captures, step_caches_by_gpu=gpu_caches)
     if catalog.problems:
         warnings.warn(f"{catalog.root}: {len(catalog.problems)} file(s) could not be read and were skipped: "
                       f"{'; '.join(catalog.problems)}", stacklevel=2)

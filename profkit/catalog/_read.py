@@ -306,17 +306,18 @@ def step_rows(inv: Inventory, problems: list) -> dict[Path, pd.DataFrame]:
 def split_steps(inv: Inventory, rows: Mapping[Path, pd.DataFrame], parts: Mapping[str, schema.Tables], caches: set[str]
                 ) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
     """Step rows of the sets holding a tuning-pass capture, the other sets' rows, the tuning-pass captures' run ids
-    and their cache files, per (model, dtype)."""
+    and their cache files, per (model, dtype, GPU): each GPU's step set has its own tuning pass."""
     by_set: dict[Path, list[pd.DataFrame]] = {}
-    captures: dict[tuple[str, str], str] = {}
-    cache_files: dict[tuple[str, str], str] = {}
+    captures: dict[tuple[str, str, str], str] = {}
+    cache_files: dict[tuple[str, str, str], str] = {}
     tuned_sets: set[Path] = set()
     for p, frame in rows.items():
         step_set = p.parent.parent if p.parent != inv.root else inv.root
         by_set.setdefault(step_set, []).append(frame)
         capture = parts.get(str(p.parent / "capture"))
         if capture is not None and len(capture.runs) and {"model", "dtype"} <= set(frame.columns) and len(frame):
-            key = (str(frame["model"].iloc[0]), str(frame["dtype"].iloc[0]))
+            gpu = frame["gpu"].iloc[0] if "gpu" in frame.columns else None
+            key = (str(frame["model"].iloc[0]), str(frame["dtype"].iloc[0]), UNKNOWN_GPU if pd.isna(gpu) else str(gpu))
             captures[key] = str(capture.runs["run_id"].iloc[0])
             if str(p.parent / "cache.json") in caches:
                 cache_files[key] = inv.rel(p.parent / "cache.json")

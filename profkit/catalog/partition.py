@@ -28,8 +28,25 @@ def run_gpus(runs: pd.DataFrame) -> pd.Series:
 
 def gpus(catalog) -> list[str]:
     """The kinds of GPU a catalogue's runs were tuned on, the one with the most runs first."""
-    counts = run_gpus(catalog.runs).value_counts()
+    return gpus_of(catalog.runs)
+
+
+def gpus_of(runs: pd.DataFrame) -> list[str]:
+    """The kinds of GPU of ``runs``, the one with the most runs first."""
+    counts = run_gpus(runs).value_counts()
     return sorted(counts.index, key=lambda g: (-counts[g], g == UNKNOWN_GPU, g)) or [UNKNOWN_GPU]
+
+
+def step_captures_of(captures: dict, caches: dict, order: list[str], gpu: str | None = None) -> tuple[dict, dict]:
+    """The tuning-pass captures and their cache files per (model, dtype), from the per (model, dtype, GPU) maps:
+    ``gpu``'s only, or for each (model, dtype) the first GPU in ``order`` that ran it."""
+    rank = {g: i for i, g in enumerate(order)}
+    chosen: dict = {}
+    for model, dtype, where in sorted(captures, key=lambda k: rank.get(k[2], len(rank))):
+        if (gpu is None or where == gpu) and (model, dtype) not in chosen:
+            chosen[(model, dtype)] = (model, dtype, where)
+    return ({k: captures[full] for k, full in chosen.items()},
+            {k: caches[full] for k, full in chosen.items() if full in caches})
 
 
 def verify_gpus(verify: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -67,11 +84,15 @@ def for_gpu(catalog, gpu: str):
     if moe is not None:
         moe = dataclasses.replace(moe, tables=_tables_of(moe.tables, mine), verify=_own_verify(moe.verify, catalog.runs, gpu),
                                   step=_steps_on(moe.step, gpu), runs=_rows_of(moe.runs, mine))
-    captures = {k: v for k, v in catalog.step_captures.items() if v in mine}
+    by_gpu = getattr(catalog, "step_captures_by_gpu", {})
+    captures, caches = step_captures_of(by_gpu, catalog.step_caches_by_gpu, [gpu], gpu=gpu) if by_gpu else (
+        {k: v for k, v in catalog.step_captures.items() if v in mine}, {})
+    if not by_gpu:
+        caches = {k: v for k, v in catalog.step_caches.items() if k in captures}
     return dataclasses.replace(
         catalog, runs=tables.runs, tables=tables, op_timings=_rows_of(catalog.op_timings, mine),
         step=_steps_on(catalog.step, gpu), step_other=_steps_on(catalog.step_other, gpu), step_captures=captures,
-        step_caches={k: v for k, v in catalog.step_caches.items() if k in captures},
+        step_caches=caches,
         cache_winners=_rows_of(catalog.cache_winners, mine, column="capture_run_id"),
         verify=_own_verify(catalog.verify, catalog.runs, gpu), moe=moe,
         **({} if getattr(catalog, "reductions", None) is None else {"reductions": catalog.reductions.of_runs(mine)}))
