@@ -513,7 +513,8 @@ def test_bulk_path_reads_renders_glued_to_records_as_one_line_at_a_time(seed, mo
 WINNER_TRIPS = {
     "as logged": lambda line: line,
     "CRLF": lambda line: line.replace("\n", "\r\n"),
-    "a record header inside": lambda line: line.replace(" for ProfilingCacheKey(", f" {HEADER}x for ProfilingCacheKey("),
+    "a record header inside": lambda line: line.replace(" for ProfilingCacheKey(",
+                                                        f" {HEADER}x for ProfilingCacheKey("),
     "key garbled": lambda line: line.replace("ProfilingCacheKey(", "ProfilingCacheKy("),
     "tactic printed another way": lambda line: line.replace(", ((", ",  ((", 1),
     "runner at another address": lambda line: line.replace(" object at 0x", " object at 0x1", 1),

@@ -242,9 +242,10 @@ def bar_records(data: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.n
     return np.array(rows, dtype=np.int64), np.array(at, dtype=np.int64)
 
 
-def repeat_stops(data: bytes, ends: np.ndarray, plain_rows: np.ndarray, low: np.ndarray | None = None) -> list[int]:
-    """For each line of ``data`` (newline positions ``ends``): where the run of lines from it on ends in which
-    each is ASCII and, after its timestamp, the same as the line two before it (its own index when it is not).
+def repeat_stops(data: bytes, ends: np.ndarray, plain_rows: np.ndarray,
+                 low: np.ndarray | None = None) -> dict[int, int]:
+    """For each line of ``data`` (newline positions ``ends``) that starts a run of lines in which each is ASCII and,
+    after its timestamp, the same as the line two before it: where that run ends (a line not in it: not there).
     ``low``: each line's :func:`_line_minimum`, when known.
 
     A fallback call outside tuning prints two such lines per call (the message and its "Generated key").
@@ -263,8 +264,8 @@ def repeat_stops(data: bytes, ends: np.ndarray, plain_rows: np.ndarray, low: np.
         same[at] = pc.equal(_texts(data, starts[at] + g.TIMESTAMP_LENGTH, ends[at], pa.binary()),
                             _texts(data, starts[at - 2] + g.TIMESTAMP_LENGTH, ends[at - 2], pa.binary())
                             ).to_numpy(zero_copy_only=False)
-    breaks = np.append(np.flatnonzero(~same), len(ends))
-    return breaks[np.searchsorted(breaks, np.arange(len(ends)))].tolist()
+    breaks, repeats = np.append(np.flatnonzero(~same), len(ends)), np.flatnonzero(same)
+    return dict(zip(repeats.tolist(), breaks[np.searchsorted(breaks, repeats)].tolist()))
 
 
 def _float(text: str) -> float | None:
@@ -327,7 +328,7 @@ class _Block:
 
     data: bytes | bytearray
     starts: list[int]  # where each line starts, then where the last one ends
-    stops: list[int]  # repeat_stops
+    stops: dict[int, int]  # repeat_stops
     plain: PlainCandidates
     segments: list[tuple[int, int, int, int, int]]  # runs of plain lines: first, stop, first line, last line, shapes
     bars: dict[int, int]  # lines that are a tqdm render and then a record (not a plain candidate): where that starts
@@ -356,7 +357,7 @@ def _prepared(blocks: Iterator[bytes | bytearray], bulk: bool) -> _Block | None:
     starts = [0, *(ends + 1).tolist()]
     if starts[-1] < len(data):
         starts.append(len(data))  # the last line, without its line end
-    stops = repeat_stops(data, ends, plain.rows, low) if bulk else []
+    stops = repeat_stops(data, ends, plain.rows, low) if bulk else {}
     return _Block(data, starts, stops, plain, _segments(plain, line_starts) if bulk and len(ends) else [], bars)
 
 
@@ -398,7 +399,7 @@ def _feed_block(reader: Reader, block: _Block, lineno: int) -> int:
                 replaced += 1
             repeated = reader.line(lineno + i + 1, text)
             i += 1
-            if repeated and before is not None and i < len(stops) and stops[i] > i:
+            if repeated and before is not None and i in stops:
                 # lines i.. repeat the two lines before them, which the reader read as repeats: count them
                 run = min(stops[i], stop) - i
                 if reader.repeat(before, (run + 1) // 2) and (run < 2 or reader.repeat(text, run // 2)):
