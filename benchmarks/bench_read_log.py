@@ -16,7 +16,9 @@ times, in the same run and on the same file:
 
 Prints wall and CPU seconds of each and read_log's speed as a fraction of both bare reads, by
 wall and by CPU time (target: >= 50% of a bare read; CPU time is the steadier on a shared machine), then read_log's peak memory, measured in a fresh interpreter (its peak
-resident set while reading, less what it held before) beside the file's size (target: <= 3x).
+resident set while reading, less what it held before) beside the file's size (target: <= 3x), and the CPU time of
+read_log's stages: the bulk path's scan of the blocks (numpy, pyarrow), the reader's lines, the tables (with what the
+scan and the tables alone would leave of the target).
 With ``--files N`` it also reads N logs of ``--lines / N`` lines as one list, in one process and
 with the process pool read_log uses for several files, and prints the ratio of their wall times.
 With ``--dask N`` it parses N such logs the way ``profkit ranks`` does (one task per log: read, then
@@ -31,6 +33,8 @@ Each timing is the best of ``--repeat`` runs. No assertion: this is a measuremen
 from __future__ import annotations
 
 import argparse
+import collections
+import gc
 import gzip
 import math
 import os
@@ -132,6 +136,40 @@ def single(path: Path, n: int, sources: list[Path], repeat: int) -> None:
         print(f"read_log speed ({unit}) = {text_s[k] / parse_s[k]:.0%} of a bare text read, "
               f"{split_s[k] / parse_s[k]:.0%} of a bare read + split (target: >= 50% of the bare read)")
     print(f"read_log peak memory = {peak / 1e6:.0f} MB = {peak / (size_mb * 1e6):.2f}x the file's size")
+    scan, fed, built = stages(path, repeat)
+    print(f"read_log stages (CPU): blocks read and scanned by the bulk path {scan:.3f} s, lines fed to the reader "
+          f"{fed - scan:.3f} s more, tables {built:.3f} s; the scan and the tables alone would read at "
+          f"{text_s[1] / (scan + built):.0%} of a bare text read")
+
+
+def stages(path: Path, repeat: int) -> tuple[float, float, float]:
+    """CPU seconds of read_log's stages on ``path`` (garbage collector off, as read_log runs), each the least of
+    ``repeat`` runs: the blocks read and scanned as the bulk path scans them (numpy and pyarrow), the same with every
+    line fed to the reader, the tables built from the reader."""
+    from profkit.sources import inputs
+    from profkit.sources.logs import bulk, tables
+    from profkit.sources.logs.reader import Reader
+
+    item = inputs.inputs_of(path, what="log")[0]
+
+    def scan() -> None:
+        with item.open() as stream:
+            free = collections.deque()
+            blocks = bulk._blocks(stream, False, free)
+            while (block := bulk._prepared(blocks, True)) is not None:
+                free.append(block.data)
+
+    def fed() -> None:
+        readers.append(Reader(item.name, item.path, strict=False))
+        bulk.feed(readers[-1], item)
+
+    readers, built = [], []
+    gc.disable()
+    try:
+        scan_s, fed_s = best(scan, repeat)[1], best(fed, repeat)[1]
+        return scan_s, fed_s, best(lambda: built.append(tables.build(readers[-1:])), repeat)[1]
+    finally:
+        gc.enable()
 
 
 def several(sources: list[Path], lines: int, files: int, folder: Path, repeat: int) -> None:
