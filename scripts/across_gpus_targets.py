@@ -57,10 +57,10 @@ def print_price(prices: pd.DataFrame) -> None:
               f"{p.port_s:.1f} s / {p.tune_s:.1f} s = {p.port_over_tune:.3f}")
 
 
-def print_step_ports(data) -> None:
-    """Ports without a price.json: port.json's seconds over the target's own tuning pass of that model and dtype."""
+def print_step_ports(data, steps: pd.DataFrame) -> None:
+    """Ports without a price.json: port.json's seconds over the target's own tuning pass of that model and dtype
+    (``steps``: every step row of ``data``)."""
     files = data.files[data.files["rel"].astype(str).str.endswith("port.json").to_numpy(dtype=bool)]
-    steps = pd.concat([data.step, data.step_other], ignore_index=True)
     tuned = steps[(steps["state"] == "tuned").to_numpy(dtype=bool) & steps["tuning_s"].notna().to_numpy(dtype=bool)]
     for path in files["path"]:
         folder = Path(path).parent.parent
@@ -130,9 +130,10 @@ def main(root: str = "data") -> None:
         warnings.simplefilter("ignore", UserWarning)
         data = catalog.open(root)
     print_shipped(data)
+    steps = pd.concat([data.step, data.step_other], ignore_index=True)
     print_price(port_price(data.port_prices))
-    print_step_ports(data)
-    print_step(pd.concat([data.step, data.step_other], ignore_index=True))
+    print_step_ports(data, steps)
+    print_step(steps)
     print_portability(portability(carried_picks(partition.with_gpus(data.verify, data.runs))))
 
 

@@ -10,6 +10,7 @@ step row belongs to the GPU its process ran on (its ``gpu`` column).
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
 import pandas as pd
 
@@ -37,12 +38,13 @@ def gpus_of(runs: pd.DataFrame) -> list[str]:
     return sorted(counts.index, key=lambda g: (-counts[g], g == UNKNOWN_GPU, g)) or [UNKNOWN_GPU]
 
 
-def step_captures_of(captures: dict, caches: dict, order: list[str], gpu: str | None = None) -> tuple[dict, dict]:
+def step_captures_of(captures: dict, caches: dict, order: Sequence[str] = (), gpu: str | None = None
+                     ) -> tuple[dict, dict]:
     """The tuning-pass captures and their cache files per (model, dtype), from the per (model, dtype, GPU) maps:
-    ``gpu``'s only, or for each (model, dtype) the first GPU in ``order`` that ran it."""
+    ``gpu``'s only, or for each (model, dtype) the first GPU in ``order`` that ran it (others after, by name)."""
     rank = {g: i for i, g in enumerate(order)}
     chosen: dict = {}
-    for model, dtype, where in sorted(captures, key=lambda k: rank.get(k[2], len(rank))):
+    for model, dtype, where in sorted(captures, key=lambda k: (rank.get(k[2], len(rank)), k[2])):
         if (gpu is None or where == gpu) and (model, dtype) not in chosen:
             chosen[(model, dtype)] = (model, dtype, where)
     return ({k: captures[full] for k, full in chosen.items()},
@@ -84,11 +86,7 @@ def for_gpu(catalog, gpu: str):
     if moe is not None:
         moe = dataclasses.replace(moe, tables=_tables_of(moe.tables, mine), verify=_own_verify(moe.verify, catalog.runs, gpu),
                                   step=_steps_on(moe.step, gpu), runs=_rows_of(moe.runs, mine))
-    by_gpu = getattr(catalog, "step_captures_by_gpu", {})
-    captures, caches = step_captures_of(by_gpu, catalog.step_caches_by_gpu, [gpu], gpu=gpu) if by_gpu else (
-        {k: v for k, v in catalog.step_captures.items() if v in mine}, {})
-    if not by_gpu:
-        caches = {k: v for k, v in catalog.step_caches.items() if k in captures}
+    captures, caches = step_captures_of(catalog.step_captures_by_gpu, catalog.step_caches_by_gpu, gpu=gpu)
     return dataclasses.replace(
         catalog, runs=tables.runs, tables=tables, op_timings=_rows_of(catalog.op_timings, mine),
         step=_steps_on(catalog.step, gpu), step_other=_steps_on(catalog.step_other, gpu), step_captures=captures,

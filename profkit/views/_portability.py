@@ -134,7 +134,7 @@ def _draw_points(ax: Axes, panel: PortabilityPanel, values, verdicts, lows=None,
     ax.axhline(0.0, color="#444444", linewidth=0.8, zorder=1)
 
 
-def _draw_panel(panel: PortabilityPanel, top: Axes, bottom: Axes) -> None:
+def _draw_panel(panel: PortabilityPanel, top: Axes, bottom: Axes, *, title: str) -> None:
     _draw_points(top, panel, panel.regret_pct, panel.regret_verdicts, panel.regret_lo_pct, panel.regret_hi_pct)
     _draw_points(bottom, panel, panel.vs_default_pct, panel.vs_default_verdicts)
     counts = {v: panel.regret_verdicts.count(v) for v in ("slower", "faster", "same_pick")}
@@ -153,7 +153,7 @@ def _draw_panel(panel: PortabilityPanel, top: Axes, bottom: Axes) -> None:
     bottom.text(0.02, 0.03, f"{vs['faster']} faster, {vs['slower']} slower of {len(panel.ms)}",
                 transform=bottom.transAxes, ha="left", va="bottom", fontsize="small",
                 color=SLOWER if vs["slower"] else "#333333")
-    top.set_title(panel.title, fontsize="small")
+    top.set_title(title, fontsize="small")
     for ax in (top, bottom):
         ax.set_xscale("log", base=2)
         ticks = [t for t in (1, 4, 16, 64, 256, 1024, 4096) if min(panel.ms) <= t <= max(panel.ms)] or list(panel.ms)
@@ -169,6 +169,12 @@ def _blocks(panels: tuple[PortabilityPanel, ...], *, width: int = 4) -> list[lis
         mine = [p for p in panels if p.op == op]
         blocks += [mine[i:i + width] for i in range(0, len(mine), width)]
     return blocks
+
+
+def _shared_row(fig: Figure, grid, row: int, n: int) -> list[Axes]:
+    """``n`` Axes in ``grid``'s row ``row``, sharing the first one's y axis."""
+    first = fig.add_subplot(grid[row, 0])
+    return [first] + [fig.add_subplot(grid[row, j], sharey=first) for j in range(1, n)]
 
 
 def _label_rows(top: Axes, bottom: Axes, info: PortabilityInfo) -> None:
@@ -227,14 +233,10 @@ def plot_portability(carried: pd.DataFrame, *, source_gpu: str | None = None, ta
         return fig
     several_ops = len({p.op for p in info.panels}) > 1
     for b, block in enumerate(blocks):
-        tops = [fig.add_subplot(grid[2 * b, 0])]
-        tops += [fig.add_subplot(grid[2 * b, j], sharey=tops[0]) for j in range(1, len(block))]
-        bottoms = [fig.add_subplot(grid[2 * b + 1, 0])]
-        bottoms += [fig.add_subplot(grid[2 * b + 1, j], sharey=bottoms[0]) for j in range(1, len(block))]
+        tops, bottoms = _shared_row(fig, grid, 2 * b, len(block)), _shared_row(fig, grid, 2 * b + 1, len(block))
         for panel, top, bottom in zip(block, tops, bottoms):
-            _draw_panel(panel, top, bottom)
-            if several_ops:
-                top.set_title(f"{panel.op.split('::')[0]}: {panel.title}", fontsize="small")
+            _draw_panel(panel, top, bottom,
+                        title=f"{panel.op.split('::')[0]}: {panel.title}" if several_ops else panel.title)
         for row in (tops, bottoms):
             _frame(row)
             for a in row[1:]:
