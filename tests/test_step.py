@@ -143,7 +143,7 @@ def test_step_without_a_gpu_says_so_in_one_line(tmp_path):
         "profkit step: a CUDA GPU is needed (torch.cuda.is_available() is False on this machine)"]
 
 
-def test_step_rows_are_written_atomically_with_nan_as_null(tmp_path, monkeypatch):
+def test_step_rows_are_written_atomically_with_nan_as_null(tmp_path, monkeypatch, capsys):
     """The rows a (here stubbed) GPU run returns land in step.jsonl through the atomic writer: no half file."""
     from profkit.bench import graphs, step as bench_step
     from profkit.cli import main
@@ -154,11 +154,14 @@ def test_step_rows_are_written_atomically_with_nan_as_null(tmp_path, monkeypatch
     monkeypatch.setattr(bench_step, "run_step", lambda *a, out, **k: (Path(out).mkdir(parents=True), rows)[1])
     written, write_text = [], atomic.write_text
     monkeypatch.setattr(atomic, "write_text", lambda path, text, **k: written.append(path) or write_text(path, text))
-    assert main(["step", "--model", "llama3-8b", "--dtype", "bf16", "--out", str(tmp_path / "s")]) == 0
-    assert written == [tmp_path / "s" / "step.jsonl"]
-    got = [json.loads(line) for line in (tmp_path / "s" / "step.jsonl").read_text().splitlines()]
+    out = tmp_path / 'a"$(touch pwned)\x1b[31m\n<tag>'  # a hostile folder name: written as given, shown escaped
+    assert main(["step", "--model", "llama3-8b", "--dtype", "bf16", "--out", str(out)]) == 0
+    assert written == [out / "step.jsonl"]
+    got = [json.loads(line) for line in (out / "step.jsonl").read_text().splitlines()]
     assert got == [rows[0], {**rows[1], "step_ms": None}]
-    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["step.jsonl"]  # no temporary file left
+    assert sorted(p.name for p in out.iterdir()) == ["step.jsonl"]  # no temporary file left
+    said = capsys.readouterr().out
+    assert said.endswith("step.jsonl\n") and "\x1b" not in said and said.count("\n") == 1 and "\\x1b[31m" in said
 
 
 # -- what FlashInfer ran per linear (picks_text), on hand-made choices ---------------------------

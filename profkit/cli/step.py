@@ -10,6 +10,7 @@ from pathlib import Path
 from profkit.cli import UsageError
 from profkit.cli._paths import need_file, need_out_dir
 from profkit.outputs import atomic
+from profkit.printable import printable
 
 NAME = "step"
 HELP = "time a model's decode/prefill step untuned, tuned, from a cache file, and with torch linears (GPU)"
@@ -86,7 +87,7 @@ def run(args) -> int:
     atomic.write_text(path, "".join(
         json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}) + "\n"
         for row in rows))
-    print(f"profkit step: {len(rows)} rows -> {path}")
+    print(f"profkit step: {len(rows)} rows -> {printable(path)}")  # a path is data: no terminal controls
     return 0
 
 
