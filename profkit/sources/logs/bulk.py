@@ -284,11 +284,15 @@ def _blocks(stream: BinaryIO, whole_end: bool, free: collections.deque) -> Itera
         text, _ = inputs.decode(stream.read(inputs.TEXT_LIMIT))
         yield text.encode("utf-8", errors="replace")
         return
-    carry, cr_only = b"", None
+    carry, cr_only, read = b"", None, 0
     while True:
-        data = _buffer(free, len(carry) + BLOCK)
-        data[:len(carry)] = carry
-        read = stream.readinto(memoryview(data)[len(carry):])
+        if free and read == BLOCK:
+            data = _buffer(free, len(carry) + BLOCK)
+            data[:len(carry)] = carry
+            read = stream.readinto(memoryview(data)[len(carry):])
+        else:  # the first block, or after a short read: read() allocates no more than it reads (a small log)
+            more = stream.read(BLOCK)
+            data, read = bytearray(carry + more), len(more)
         if not read:
             break
         del data[len(carry) + read:]

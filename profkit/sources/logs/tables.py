@@ -17,42 +17,65 @@ from profkit.sources.logs.reader import Reader
 EVENT_COLUMNS = ["run_id", "rank", "call", "file", "line", "logged_at", "level", "kind", "op", "runner", "tactic",
                  "profile", "extras", "shapes", "count", "path", "detail", "message"]
 REPORT_COLUMNS = ["file", "status", "reason", "lines", "first_line", "example"]
+BUCKET_DTYPES = {"bucket": "Int64", "bucket_key": "string", "bucket_rule": "string"}  # as add_buckets makes them
+_NO_TEXT = (None, None, "unknown")  # add_buckets' values of a pair without a shapes text (it judges no other by it)
 
 
 def build(readers: Sequence[Reader], problems: Sequence[dict] = ()) -> dict[str, pd.DataFrame]:
     """The six frames of the readers' rows; ``problems`` are report rows of inputs that could not be read."""
+    bucketed = _Buckets()
     keys = [(group.op_name, group.profile or group.shapes) for r in readers for group in r.groups]
-    bucketed, codes = _buckets([k[0] for k in keys], [k[1] for k in keys])
+    values, codes = bucketed([k[0] for k in keys], [k[1] for k in keys])
     offsets = np.cumsum([0] + [len(r.groups) for r in readers])
-    frames = [_candidate_frame(r, bucketed, codes[a:b]) for r, a, b in zip(readers, offsets, offsets[1:])]
+    frames = [_candidate_frame(r, values, codes[a:b]) for r, a, b in zip(readers, offsets, offsets[1:])]
     candidates = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     winners = pd.DataFrame([w for r in readers for w in r.winners])
     if len(winners):
         winners = winners.reindex(columns=list(dict.fromkeys([*winners.columns, "shapes"])))
         where = winners["profile"].where(winners["profile"].notna(), winners["shapes"])
-        bucketed, codes = _buckets(*(c.to_numpy(object, na_value=None).tolist() for c in (winners["op"], where)))
-        winners = winners.assign(**{name: _per_row(bucketed[name].to_numpy(object, na_value=None).tolist(),
-                                                   str(bucketed[name].dtype), codes) for name in bucketed.columns})
+        values, codes = bucketed(*(c.to_numpy(object, na_value=None).tolist() for c in (winners["op"], where)))
+        winners = winners.assign(**{name: _per_row(values[name], dtype, codes) for name, dtype in BUCKET_DTYPES.items()})
     events = _events(pd.DataFrame([e for r in readers for e in r.events],
                                   columns=[*EVENT_COLUMNS, "key", "_line", "_key_line"]))
     report = pd.DataFrame([*(row for r in readers for row in _report_rows(r)), *problems], columns=REPORT_COLUMNS)
     return {
         "candidates": _conform("candidates", candidates),
         "winners": _conform("winners", winners),
-        "tuning": _conform("tuning", _tuning_buckets(pd.DataFrame([t for r in readers for t in _tuning_rows(r)]))),
+        "tuning": _conform("tuning", _tuning_buckets(pd.DataFrame([t for r in readers for t in _tuning_rows(r)]),
+                                                     bucketed)),
         "runs": _conform("runs", pd.DataFrame([row for r in readers for row in _run_rows(r)])),
         "events": events,
         "report": report.astype({"lines": "int64", "first_line": "int64"}),
     }
 
 
-def _buckets(ops: list, wheres: list) -> tuple[pd.DataFrame, np.ndarray]:
-    """bucket, bucket_key and bucket_rule (:func:`~profkit.sources.cache.add_buckets`) of each distinct (op, shapes
-    text) pair, and each row's pair."""
-    pairs: dict[tuple, int] = {}
-    codes = np.fromiter((pairs.setdefault(p, len(pairs)) for p in zip(ops, wheres)), np.int64, len(ops))
-    distinct = pd.DataFrame(list(pairs), columns=["op", "where"], dtype=object)
-    return add_buckets(distinct, "where")[["bucket", "bucket_key", "bucket_rule"]], codes
+class _Buckets:
+    """bucket, bucket_key and bucket_rule (:func:`~profkit.sources.cache.add_buckets`) of (op, shapes text) pairs.
+
+    add_buckets judges an op by all the texts it holds in one frame (its varying dimensions), so a table's pairs
+    are bucketed as one frame; a table whose ops hold the same texts as an earlier one's (winners and tuning rows
+    name the candidates' profiles) reuses that answer instead of parsing every text again.
+    """
+
+    def __init__(self):
+        self.known: dict[frozenset, dict[tuple, tuple]] = {}  # per-op texts -> values of each pair bucketed so
+
+    def __call__(self, ops: list, wheres: list) -> tuple[dict[str, list], np.ndarray]:
+        """The values of each distinct pair (per column, in first-seen order) and each row's pair."""
+        pairs: dict[tuple, int] = {}
+        codes = np.fromiter((pairs.setdefault(p, len(pairs)) for p in zip(ops, wheres)), np.int64, len(ops))
+        texts: dict = {}
+        for op, text in pairs:
+            if text is not None:
+                texts.setdefault(op, set()).add(text)
+        known = self.known.setdefault(frozenset((op, frozenset(t)) for op, t in texts.items()), {})
+        if any(p not in known and p[1] is not None for p in pairs):
+            distinct = pd.DataFrame(list(pairs), columns=["op", "where"], dtype=object)
+            found = add_buckets(distinct, "where")
+            known.update(zip(pairs, zip(*(found[name].to_numpy(object, na_value=None).tolist()
+                                          for name in BUCKET_DTYPES))))
+        rows = [known.get(p, _NO_TEXT) for p in pairs]
+        return {name: [row[k] for row in rows] for k, name in enumerate(BUCKET_DTYPES)}, codes
 
 
 def _per_row(values: list, dtype: str, rows: np.ndarray):
@@ -66,7 +89,7 @@ def _per_row(values: list, dtype: str, rows: np.ndarray):
     return pd.array(values, dtype=dtype).take(rows)
 
 
-def _candidate_frame(reader: Reader, buckets: pd.DataFrame, pairs: np.ndarray) -> pd.DataFrame:
+def _candidate_frame(reader: Reader, buckets: dict[str, list], pairs: np.ndarray) -> pd.DataFrame:
     """Candidates in log order; ``buckets`` has bucket, bucket_key, bucket_rule per (op, shapes) pair, ``pairs`` the
     pair of each group."""
     groups, c = reader.groups, reader.cands
@@ -80,9 +103,8 @@ def _candidate_frame(reader: Reader, buckets: pd.DataFrame, pairs: np.ndarray) -
         "shapes": _per_row([gr.shapes for gr in groups], "string", rows),
         "file": _per_row([reader.name] * len(groups), "string", rows),
     }
-    for name in buckets.columns:
-        columns[name] = _per_row(buckets[name].to_numpy(object, na_value=None).tolist(), str(buckets[name].dtype),
-                                 pairs[rows])
+    for name, dtype in BUCKET_DTYPES.items():
+        columns[name] = _per_row(buckets[name], dtype, pairs[rows])
     columns["line"] = np.asarray(c.line, dtype=np.int64)
     names = [g.runner_parts(text) for text in c.reprs]  # reprs in code order
     codes = np.asarray(c.runner, dtype=np.int64)
@@ -169,14 +191,14 @@ def _events(events: pd.DataFrame) -> pd.DataFrame:
         {"line": "Int64", "call": "Int64", "rank": "Int64", "count": "Int64"})
 
 
-def _tuning_buckets(tuning: pd.DataFrame) -> pd.DataFrame:
+def _tuning_buckets(tuning: pd.DataFrame, bucketed: _Buckets) -> pd.DataFrame:
     """Bucket of each kind=profile row (from its profile, or its opt shapes when no winner named it)."""
     if tuning.empty:
         return tuning
     tuning = tuning.reindex(columns=list(dict.fromkeys([*tuning.columns, "shapes"])))
     where = tuning["profile"].where(tuning["profile"].fillna("") != "", tuning["shapes"])
-    bucketed = add_buckets(tuning.assign(_where=where), "_where")
-    return tuning.assign(bucket=bucketed["bucket"].where(tuning["kind"] == "profile"))
+    values, codes = bucketed(*(c.to_numpy(object, na_value=None).tolist() for c in (tuning["op"], where)))
+    return tuning.assign(bucket=pd.Series(_per_row(values["bucket"], "Int64", codes)).where(tuning["kind"] == "profile"))
 
 
 def _conform(table: str, frame: pd.DataFrame) -> pd.DataFrame:
