@@ -31,7 +31,7 @@ RC = {
     "xtick.labelsize": 8, "ytick.labelsize": 8, "legend.fontsize": 7.5, "legend.frameon": False,
     "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "axes.axisbelow": True, "grid.alpha": 0.3,
     "grid.linewidth": 0.6, "lines.linewidth": 1.4, "lines.markersize": 4.5, "figure.dpi": 100,
-    "savefig.dpi": 200, "svg.fonttype": "none",
+    "savefig.dpi": 200, "svg.fonttype": "none", "axes.titley": 1.0,
 }
 
 # Design-document figures: the same look with larger type.
