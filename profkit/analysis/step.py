@@ -131,7 +131,8 @@ def measured_step_change(bench: pd.DataFrame, *, baseline: str = "untuned") -> p
     """
     require(bench, ("model", "dtype", "phase", "tokens", "state", "step_ms"), "bench")
     keys = ["model", "dtype", "phase", "tokens"]
-    rows = step_units(bench.dropna(subset=["step_ms"]))
+    used = [c for c in (*keys, "state", "step_ms", *UNIT_COLUMNS) if c in bench.columns]
+    rows = step_units(bench[used].dropna(subset=["step_ms"]))  # a few columns: each filter or sort takes every one
     out = compare_samples(rows, by=keys, label_col="series", baseline=baseline, value_col="step_ms", unit_col="unit")
     out = out.rename(columns={"series": "state", "value": "step_ms", "baseline_value": "baseline_ms"})
     out["delta_ms"] = out["step_ms"] - out["baseline_ms"]
@@ -140,6 +141,10 @@ def measured_step_change(bench: pd.DataFrame, *, baseline: str = "untuned") -> p
     out["beyond_noise"] = out["verdict"].isin(["faster", "slower"])
     out["slower"] = out["verdict"] == "slower"
     return conform_columns(out.sort_values(keys + ["state"], kind="stable"), MEASURED_COLUMNS)
+
+
+# The columns :func:`step_units` reads besides ``state``, ``phase`` and ``tokens``.
+UNIT_COLUMNS = ("series", "source", "line", "pass")
 
 
 def step_units(bench: pd.DataFrame) -> pd.DataFrame:
@@ -341,9 +346,11 @@ def pass_drift(bench: pd.DataFrame) -> pd.DataFrame:
     rows = step_units(bench.dropna(subset=["step_ms"]))
     rows = rows.assign(state=rows["series"])
     keys = ["model", "dtype", "source", "phase", "tokens", "state"]
-    per_pass = rows.groupby([*keys, "unit"])["step_ms"].agg(median="median", spread=lambda x: x.max() - x.min())
-    out = per_pass.groupby(keys).agg(passes=("median", "size"), drift_ms=("median", lambda x: x.max() - x.min()),
+    per_pass = rows.groupby([*keys, "unit"])["step_ms"].agg(["median", "max", "min"])
+    per_pass["spread"] = per_pass["max"] - per_pass["min"]
+    out = per_pass.groupby(keys).agg(passes=("median", "size"), top=("median", "max"), bottom=("median", "min"),
                                      within_ms=("spread", "max")).reset_index()
+    out["drift_ms"] = out["top"] - out["bottom"]
     out = out.merge(rows.groupby(keys)["step_ms"].median().reset_index(), on=keys)
     out = out[out["passes"] > 1]
     out = out.assign(drift_pct=100 * out["drift_ms"] / out["step_ms"])
