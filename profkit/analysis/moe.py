@@ -167,18 +167,16 @@ def _served_delta(verify: pd.DataFrame, routing: str, *, repaired: bool) -> dict
                           "cache_choice", "tuner_rank", "file_key", "serving_ms", "serving_p10_ms", "serving_p90_ms")
               if c in verify.columns]  # the few columns used: filtering a wide frame costs per column
     rows = moe_rows(of_routing(verify[needed], routing))
-    picks = repair_picks(rows).set_index("bucket")["tactic"] if repaired else None
-    out = {}
-    for m, at_m in rows.groupby("m"):
-        if picks is None:
-            runs = at_m["cache_choice"].fillna(False)
-        else:
-            runs = at_m["tactic"] == picks.get(at_m["bucket"].iloc[0], "-1")
-        ran = at_m[runs.to_numpy(dtype=bool)]["serving_ms"]
-        default = at_m[at_m["default"].fillna(False).to_numpy(dtype=bool)]["serving_ms"]
-        if len(ran) and len(default):
-            out[int(m)] = float(ran.iloc[0] - default.iloc[0])
-    return out
+    rows = rows[rows["m"].notna().to_numpy(dtype=bool)]
+    if repaired:  # each M runs its repaired pick at the bucket of its first row, the default where there is none
+        picks = repair_picks(rows).drop_duplicates("bucket", keep="last").set_index("bucket")["tactic"]
+        bucket = rows["m"].map(rows.drop_duplicates("m").set_index("m")["bucket"])
+        runs = rows["tactic"] == bucket.map(picks).fillna("-1").astype(rows["tactic"].dtype)
+    else:
+        runs = rows["cache_choice"]
+    ran = rows[runs.fillna(False).to_numpy(dtype=bool)].drop_duplicates("m").set_index("m")["serving_ms"]
+    default = rows[rows["default"].fillna(False).to_numpy(dtype=bool)].drop_duplicates("m").set_index("m")["serving_ms"]
+    return {int(m): float(ran[m] - default[m]) for m in sorted(set(ran.index) & set(default.index))}
 
 
 def _aa_changes(rows: pd.DataFrame) -> pd.DataFrame:

@@ -419,25 +419,38 @@ def repair_picks(verify: pd.DataFrame, *, routing: str | None = None) -> pd.Data
     require(verify, ("run_id", "op", "shape", "m", "bucket", "runner", "tactic", "winner", "default",
                      "serving_ms", "serving_p10_ms", "serving_p90_ms", "file_key"), "verify")
     verify = of_routing(verify, routing)
-    at = verify[(verify["m"] == verify["bucket"]) & verify["serving_ms"].notna()]
-    rows = []
-    for (run_id, op, shape, bucket), g in at.groupby(["run_id", "op", "shape", "bucket"], sort=True):
-        default, tuner = g[g["default"].fillna(False)], g[g["winner"].fillna(False)]
-        if default.empty:
-            continue
-        d = default.iloc[0]
-        beats = g[(g["serving_p90_ms"] < d["serving_p10_ms"]) & ~g["default"].fillna(False)]
-        if beats.empty:
-            choice, reason = d, "nothing beats the default beyond noise"
-        else:
-            choice = beats.sort_values(["serving_ms", "tuner_rank"], na_position="last", kind="stable").iloc[0]
-            reason = "serving-best, faster than the default beyond noise"
-        rows.append({"run_id": run_id, "op": op, "shape": shape, "bucket": bucket, "runner": choice["runner"],
-                     "tactic": choice["tactic"], "file_key": choice["file_key"], "serving_ms": choice["serving_ms"],
-                     "default_ms": d["serving_ms"],
-                     "tuner_runner": tuner["runner"].iloc[0] if len(tuner) else None,
-                     "tuner_tactic": tuner["tactic"].iloc[0] if len(tuner) else None, "reason": reason})
-    return conform_columns(pd.DataFrame(rows), REPAIR_COLUMNS) if rows else empty(REPAIR_COLUMNS)
+    at = verify[((verify["m"] == verify["bucket"]) & verify["serving_ms"].notna()).fillna(False).to_numpy(dtype=bool)]
+    keys = ["run_id", "op", "shape", "bucket"]
+    # Each bucket's rows worked as plain arrays (a Python loop over buckets cost a few ms each).
+    group = at.groupby(keys, sort=True).ngroup().to_numpy()  # -1: a key is missing (left out, as groupby does)
+    n_groups = int(group.max()) + 1 if len(group) else 0
+    default = at["default"].fillna(False).to_numpy(dtype=bool)
+    winner = at["winner"].fillna(False).to_numpy(dtype=bool)
+    serving = at["serving_ms"].to_numpy(dtype=float)
+    rank = at["tuner_rank"].astype("Float64").to_numpy(dtype=float, na_value=np.nan) if "tuner_rank" in at.columns \
+        else np.full(len(at), np.nan)
+    d = _first_by(default & (group >= 0), group, n_groups)  # each bucket's first default row
+    has = np.flatnonzero(d >= 0)
+    if not len(has):
+        return empty(REPAIR_COLUMNS)
+    d_p10 = np.append(at["serving_p10_ms"].to_numpy(dtype=float), np.nan)[d][np.maximum(group, 0)]
+    with np.errstate(invalid="ignore"):
+        beats = (group >= 0) & ~default & (at["serving_p90_ms"].to_numpy(dtype=float) < d_p10)
+    # The fastest median among the candidates that beat the default, ties to the tuner's order (missing ranks last).
+    order = np.lexsort((np.arange(len(at)), np.nan_to_num(rank, nan=np.inf), np.isnan(rank), serving, group))
+    best = _first_by(beats[order], group[order], n_groups)
+    best = np.where(best >= 0, order[np.maximum(best, 0)], -1)
+    tuner = _first_by(winner & (group >= 0), group, n_groups)
+    d, best, tuner = d[has], best[has], tuner[has]
+    choice = np.where(best >= 0, best, d)
+    take = lambda name, rows: at[name].iloc[rows].reset_index(drop=True)  # noqa: E731
+    maybe = lambda name: take(name, np.maximum(tuner, 0)).astype(object).where(tuner >= 0, None)  # noqa: E731
+    out = pd.DataFrame({**{k: take(k, d) for k in keys}, **{c: take(c, choice) for c in ("runner", "tactic", "file_key")},
+                        "serving_ms": serving[choice], "default_ms": serving[d],
+                        "tuner_runner": maybe("runner"), "tuner_tactic": maybe("tactic"),
+                        "reason": np.where(best >= 0, "serving-best, faster than the default beyond noise",
+                                           "nothing beats the default beyond noise")})
+    return conform_columns(out, REPAIR_COLUMNS)
 
 
 def of_routing(verify: pd.DataFrame, routing: str | None = None) -> pd.DataFrame:
