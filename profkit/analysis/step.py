@@ -16,6 +16,8 @@ one pass of each state is not measurable; interleaved passes are paired.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -110,16 +112,18 @@ def predict_step_change(winners: pd.DataFrame, *, shapes, tokens, layers: int) -
     return conform_columns(out, PREDICTED_COLUMNS)
 
 
-def measured_step_change(bench: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFrame:
+def measured_step_change(bench: pd.DataFrame, *, baseline: str = "untuned", by: Sequence[str] = ()) -> pd.DataFrame:
     """Measured change of each state against ``baseline``, by the one comparison rule (docs/comparison_rule.md).
 
     Args:
         bench: ``profkit step`` rows (engine 'profkit-step': model, dtype, phase, tokens, state,
             step_ms, one row per repetition; ``series`` and ``pass`` where the reader gives them).
         baseline: the state (series) compared against.
+        by: columns naming separate comparisons (e.g. ``source``): each is measured as if alone (its own
+            passes, its own baseline), all at once.
 
     Returns:
-        One row per (model, dtype, phase, tokens, state != baseline), ``state`` being the timed
+        One row per (by..., model, dtype, phase, tokens, state != baseline), ``state`` being the timed
         series (``untuned-2`` for a state given twice: an A/A pair): step_ms and baseline_ms
         (geometric means of the pass medians), delta_ms, delta_pct (100 x effect), effect,
         effect_lo, effect_hi (relative, state / baseline - 1), verdict (faster, slower,
@@ -127,12 +131,14 @@ def measured_step_change(bench: pd.DataFrame, *, baseline: str = "untuned") -> p
         n_baseline (passes), design, detectable (the smallest relative change the point could
         have called), note (why a point is not measurable), baseline, noise_ms (detectable x
         baseline_ms; NaN when not measurable), beyond_noise
-        (faster or slower) and slower. Sorted by model, dtype, phase, tokens, state.
+        (faster or slower) and slower; the ``by`` columns first. Sorted by by, model, dtype, phase, tokens, state.
     """
-    require(bench, ("model", "dtype", "phase", "tokens", "state", "step_ms"), "bench")
-    keys = ["model", "dtype", "phase", "tokens"]
-    used = [c for c in (*keys, "state", "step_ms", *UNIT_COLUMNS) if c in bench.columns]
-    rows = step_units(bench[used].dropna(subset=["step_ms"]))  # a few columns: each filter or sort takes every one
+    by = list(by)
+    require(bench, (*by, "model", "dtype", "phase", "tokens", "state", "step_ms"), "bench")
+    keys = [*by, "model", "dtype", "phase", "tokens"]
+    used = [c for c in dict.fromkeys((*keys, "state", "step_ms", *UNIT_COLUMNS)) if c in bench.columns]
+    # A few columns: each filter or sort takes every one.
+    rows = step_units(bench[used].dropna(subset=["step_ms"]), by=by)
     out = compare_samples(rows, by=keys, label_col="series", baseline=baseline, value_col="step_ms", unit_col="unit")
     out = out.rename(columns={"series": "state", "value": "step_ms", "baseline_value": "baseline_ms"})
     out["delta_ms"] = out["step_ms"] - out["baseline_ms"]
@@ -140,31 +146,38 @@ def measured_step_change(bench: pd.DataFrame, *, baseline: str = "untuned") -> p
     out["noise_ms"] = out["detectable"] * out["baseline_ms"]
     out["beyond_noise"] = out["verdict"].isin(["faster", "slower"])
     out["slower"] = out["verdict"] == "slower"
-    return conform_columns(out.sort_values(keys + ["state"], kind="stable"), MEASURED_COLUMNS)
+    columns = {**{c: str(bench[c].dtype) for c in by}, **MEASURED_COLUMNS}
+    return conform_columns(out.sort_values(keys + ["state"], kind="stable"), columns)
 
 
 # The columns :func:`step_units` reads besides ``state``, ``phase`` and ``tokens``.
 UNIT_COLUMNS = ("series", "source", "line", "pass")
 
 
-def step_units(bench: pd.DataFrame) -> pd.DataFrame:
+def step_units(bench: pd.DataFrame, *, by: Sequence[str] = ()) -> pd.DataFrame:
     """``bench`` with ``series`` (the timed series: its own name, else the state) and ``unit`` (its pass).
 
     A pass is the MoE step's ``pass`` where recorded, else the k-th run of consecutive rows of one
-    series at one size in a ``source`` (file order, ``line`` where present): ``--states
-    untuned,tuned,untuned,tuned`` gives each two passes. ``unit`` is ``<source>#<k>``, so passes of
-    separate processes never pair.
+    series at one size in a ``source`` (file order, ``line`` where every row of the comparison has one):
+    ``--states untuned,tuned,untuned,tuned`` gives each two passes. ``unit`` is ``<source>#<k>``, so passes
+    of separate processes never pair. ``by`` names separate comparisons (:func:`measured_step_change`):
+    passes are counted within each.
     """
+    by = list(by)
     rows = bench.reset_index(drop=True)
     series = rows["series"].astype("string") if "series" in rows.columns else pd.Series(pd.NA, index=rows.index,
                                                                                         dtype="string")
     series = series.mask(series.fillna("") == "", rows["state"].astype("string"))
     source = rows["source"].astype("string").fillna("") if "source" in rows.columns else pd.Series(
         "", index=rows.index, dtype="string")
-    order = rows["line"].to_numpy() if "line" in rows.columns and rows["line"].notna().all() else np.arange(len(rows))
-    ordered = rows.assign(series=series, _source=source, _order=order).sort_values(["_source", "_order"],
+    order = np.arange(len(rows))
+    if "line" in rows.columns:
+        has = rows["line"].notna()
+        complete = has.groupby([rows[c] for c in by], dropna=False).transform("all") if by else has.all()
+        order = np.where(complete, rows["line"].to_numpy(dtype=float, na_value=np.nan), order)
+    ordered = rows.assign(series=series, _source=source, _order=order).sort_values([*by, "_source", "_order"],
                                                                                    kind="stable")
-    size = ["_source", "phase", "tokens"]
+    size = [*by, "_source", "phase", "tokens"]
     prev = ordered.groupby(size, dropna=False, sort=False)["series"].shift()
     starts = (ordered["series"] != prev).fillna(True).astype(int)
     run_no = starts.groupby([ordered[c] for c in size] + [ordered["series"]], dropna=False).cumsum() - 1
@@ -296,20 +309,25 @@ def sign_agreement(measured: pd.DataFrame, predicted: pd.DataFrame, *, state: st
 
 def _recorded_picks(bench: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """The first recorded ``picks`` (``name=Runner:tactic`` words) per ``keys``; unattributed or empty ones left out."""
-    recorded = bench[bench["picks"].fillna("").astype(str).str.contains("=")]
+    recorded = bench[bench["picks"].fillna("").astype(str).str.contains("=").to_numpy(dtype=bool)]
     return recorded.groupby(keys, as_index=False)["picks"].first()
 
 
-def same_kernels(bench: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFrame:
+def same_kernels(bench: pd.DataFrame, *, baseline: str = "untuned", by: Sequence[str] = ()) -> pd.DataFrame:
     """Where a state ran exactly the baseline's kernels (``profkit step``'s ``picks``), per size.
 
     A step change at such a size is between-pass drift, not a kernel choice.
 
+    Args:
+        bench: ``profkit step`` rows.
+        baseline: the state compared against.
+        by: columns naming separate comparisons (a state meets the baseline of its own only).
+
     Returns:
-        One row per (model, dtype, phase, tokens, state != baseline) where both states recorded
+        One row per (by..., model, dtype, phase, tokens, state != baseline) where both states recorded
         picks: ``same`` (identical runner:tactic at every linear). Empty without a ``picks`` column.
     """
-    keys = ["model", "dtype", "phase", "tokens"]
+    keys = [*by, "model", "dtype", "phase", "tokens"]
     if "picks" not in bench.columns:
         return pd.DataFrame(columns=[*keys, "state", "same"])
     picks = _recorded_picks(bench, [*keys, "state"])
@@ -318,10 +336,10 @@ def same_kernels(bench: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFr
     return both.assign(same=both["picks"] == both["baseline_picks"])[[*keys, "state", "same"]]
 
 
-def fallback_sizes(bench: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, dtype, phase, tokens, state) with recorded picks: ``fallback``, True where every
+def fallback_sizes(bench: pd.DataFrame, *, by: Sequence[str] = ()) -> pd.DataFrame:
+    """Per (by..., model, dtype, phase, tokens, state) with recorded picks: ``fallback``, True where every
     linear ran tactic -1 (FlashInfer's fallback: the untuned default when its runner is runners[0])."""
-    keys = ["model", "dtype", "phase", "tokens", "state"]
+    keys = [*by, "model", "dtype", "phase", "tokens", "state"]
     if "picks" not in bench.columns:
         return pd.DataFrame(columns=[*keys, "fallback"])
     picks = _recorded_picks(bench, keys)

@@ -62,22 +62,38 @@ def comparison_changes(rows: pd.DataFrame) -> pd.DataFrame:
     """
     if rows.empty:
         return pd.DataFrame()
-    out = []
-    for where, model, dtype, g in step.step_comparisons(rows):
-        states = set(g["state"].astype(str))
-        loaded = {}
-        if "loaded_cache" in g.columns:  # the file each state loaded (one per state in a comparison)
-            files = g[g["loaded_cache"].fillna("").astype(str) != ""].drop_duplicates("state")
-            loaded = dict(zip(files["state"].astype(str), files["loaded_cache"].astype(str)))
-        tuned = next((s for s in TUNED_STATES if s in states), None)
-        for baseline in [b for b in ("untuned", tuned) if b is not None and b in states]:
-            m = step.measured_step_change(g, baseline=baseline)
-            if baseline != "untuned":
-                m = m[m["state"].isin(NEW_STATES).to_numpy(dtype=bool)]
-            if len(m):
-                out.append(m.assign(where=where, baseline=baseline, loaded_cache=[loaded.get(str(x), "") for x in m["state"]]))
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
-
+    # Every comparison measured at once per baseline (one call per comparison cost tens of ms of fixed pandas work),
+    # on the few columns used (each filter of the step rows takes every column).
+    used = [c for c in ("model", "dtype", "phase", "tokens", "state", "step_ms", *step.UNIT_COLUMNS, "loaded_cache")
+            if c in rows.columns]
+    comparisons = step.step_comparisons(rows[used])
+    tagged = pd.concat([g.assign(_comparison=i) for i, (*_, g) in enumerate(comparisons)], ignore_index=True)
+    states = tagged.drop_duplicates(["_comparison", "state"])
+    present = set(zip(states["_comparison"], states["state"].astype(str)))
+    loaded = {}
+    if "loaded_cache" in tagged.columns:  # the file each state loaded (one per state in a comparison)
+        files = tagged[(tagged["loaded_cache"].fillna("").astype(str) != "").to_numpy(dtype=bool)].drop_duplicates(
+            ["_comparison", "state"])
+        loaded = dict(zip(zip(files["_comparison"], files["state"].astype(str)), files["loaded_cache"].astype(str)))
+    baselines = []
+    for i in range(len(comparisons)):
+        tuned = next((s for s in TUNED_STATES if (i, s) in present), None)
+        baselines += [(i, b) for b in ("untuned", tuned) if b is not None and (i, b) in present]
+    parts = []
+    for baseline in dict.fromkeys(b for _, b in baselines):
+        mine = [i for i, b in baselines if b == baseline]
+        m = step.measured_step_change(tagged[tagged["_comparison"].isin(mine).to_numpy(dtype=bool)],
+                                      baseline=baseline, by=["_comparison"])
+        if baseline != "untuned":
+            m = m[m["state"].isin(NEW_STATES).to_numpy(dtype=bool)]
+        parts.append(m.assign(_order=[baselines.index((i, baseline)) for i in m["_comparison"]]))
+    out = pd.concat(parts, ignore_index=True).sort_values("_order", kind="stable") if parts else pd.DataFrame()
+    if out.empty:
+        return pd.DataFrame()
+    ids = out["_comparison"].to_numpy()
+    return out.drop(columns=["_comparison", "_order"]).reset_index(drop=True).assign(
+        where=[comparisons[i][0] for i in ids], baseline=[baselines[k][1] for k in out["_order"]],
+        loaded_cache=[loaded.get((i, str(x)), "") for i, x in zip(ids, out["state"])])
 
 
 def step_set_changes(rows: pd.DataFrame, *, changes: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -92,24 +108,28 @@ def step_set_changes(rows: pd.DataFrame, *, changes: pd.DataFrame | None = None)
     changes = comparison_changes(rows) if changes is None else changes
     if rows.empty or changes.empty:
         return empty(STEP_SET_COLUMNS)
-    picks = {}
-    for where, model, dtype, g in step.step_comparisons(rows):
-        states = set(g["state"].astype(str))
-        same = step.same_kernels(g) if "untuned" in states else pd.DataFrame(columns=["state", "same"])
-        picks[(where, model, dtype)] = (same, step.fallback_sizes(g))
+    size = ["model", "dtype", "phase", "tokens", "state"]
+    used = [c for c in ("source", *size, "picks") if c in rows.columns]
+    comparisons = step.step_comparisons(rows[used])  # a few columns: each comparison's rows are taken from them all
+    of = {(where, model, dtype): i for i, (where, model, dtype, _) in enumerate(comparisons)}
+    tagged = pd.concat([g.assign(_comparison=i) for i, (*_, g) in enumerate(comparisons)], ignore_index=True)
+    # Per (comparison, state): sizes with recorded picks, those that ran untuned's kernels, those that fell back.
+    same = step.same_kernels(tagged, by=["_comparison"]).groupby(["_comparison", "state"])["same"].agg(["size", "sum"])
+    fallback = step.fallback_sizes(tagged, by=["_comparison"]).groupby(["_comparison", "state"])["fallback"].agg(
+        ["size", "sum"])
+    keys = ["where", "model", "dtype", "state", "baseline"]
+    groups = changes.groupby(keys, sort=True)["verdict"]
+    counts = groups.value_counts().unstack(fill_value=0)
     out = []
-    for (where, model, dtype, state, baseline), h in changes.groupby(["where", "model", "dtype", "state", "baseline"],
-                                                                    sort=True):
-        counts = h["verdict"].value_counts()
-        same, fallback = picks.get((where, model, dtype), (pd.DataFrame(columns=["state", "same"]), pd.DataFrame()))
-        mine = same[same["state"] == state]
-        fb = fallback[fallback["state"] == state] if len(fallback) else fallback
+    for key, sizes in groups.size().items():
+        where, model, dtype, state, baseline = key
+        at = (of.get((where, model, dtype), -1), state)
+        count = lambda verdict: int(counts.at[key, verdict]) if verdict in counts.columns else 0  # noqa: E731
         out.append({"where": where, "model": model, "dtype": dtype, "state": state, "baseline": baseline,
-                    "sizes": len(h), "faster": int(counts.get("faster", 0)), "slower": int(counts.get("slower", 0)),
-                    "within_noise": int(counts.get("within_noise", 0)),
-                    "not_measurable": int(counts.get("not_measurable", 0)),
-                    "same_kernels": int(mine["same"].sum()) if len(mine) else pd.NA,
-                    "fallback": int(fb["fallback"].sum()) if len(fb) else pd.NA})
+                    "sizes": sizes, "faster": count("faster"), "slower": count("slower"),
+                    "within_noise": count("within_noise"), "not_measurable": count("not_measurable"),
+                    "same_kernels": int(same.at[at, "sum"]) if at in same.index else pd.NA,
+                    "fallback": int(fallback.at[at, "sum"]) if at in fallback.index else pd.NA})
     return conform_columns(pd.DataFrame(out), STEP_SET_COLUMNS) if out else empty(STEP_SET_COLUMNS)
 
 
@@ -117,7 +137,8 @@ def step_set_changes(rows: pd.DataFrame, *, changes: pd.DataFrame | None = None)
 def step_drift(rows: pd.DataFrame) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame()
-    parts = [g for *_, g in step.step_comparisons(rows)]
+    used = [c for c in ("model", "dtype", "phase", "tokens", "state", "step_ms", *step.UNIT_COLUMNS) if c in rows.columns]
+    parts = [g for *_, g in step.step_comparisons(rows[used])]  # a few columns: each part is taken from them all
     return step.pass_drift(pd.concat(parts, ignore_index=True)) if parts else pd.DataFrame()
 
 
