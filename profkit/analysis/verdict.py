@@ -407,10 +407,12 @@ def aa_step_points(bench: pd.DataFrame, *, kinds: Sequence[str] = ("series", "sa
         on the repetitions (pooled over passes for series and same_kernels). Sorted by source, phase,
         tokens, kind, series.
     """
-    from profkit.analysis.step import step_units
+    from profkit.analysis.step import UNIT_COLUMNS, step_units
 
     require(bench, ("model", "dtype", "phase", "tokens", "state", "step_ms"), "bench")
-    rows = step_units(bench.dropna(subset=["step_ms"]))
+    used = [c for c in ("model", "dtype", "phase", "tokens", "state", "step_ms", "picks", *UNIT_COLUMNS)
+            if c in bench.columns]
+    rows = step_units(bench[used].dropna(subset=["step_ms"]))  # a few columns: each filter or sort takes every one
     if "source" not in rows.columns:
         rows = rows.assign(source="")
     rows = rows.reset_index(drop=True)
@@ -424,17 +426,21 @@ def aa_step_points(bench: pd.DataFrame, *, kinds: Sequence[str] = ("series", "sa
         of_series: dict = {}
         for i in idx:
             of_series.setdefault(cols["series"][i], []).append(i)
-        units = {s: _unit_medians(cols["unit"][at], ms[at]) for s, at in of_series.items()}
+        pairs = [(s, s.rsplit("-", 1)[0]) for s in sorted(of_series) if "series" in kinds]
+        pairs = [(s, base) for s, base in pairs if s.rsplit("-", 1)[-1].isdigit() and base in of_series]
+        same = _same_kernel_series(of_series, picks, cols["state"]) if "same_kernels" in kinds else []
+        # Unit medians of the series compared only (most sizes have no A/A pair).
+        needed = {x for pair in pairs for x in pair} | ({"untuned", *same} if same else set()) | (
+            set(of_series) if "single_pass" in kinds else set())
+        units = {s: _unit_medians(cols["unit"][at], ms[at]) for s, at in of_series.items() if s in needed}
         reps = {s: ms[at] for s, at in of_series.items()}
-        for s in sorted(units) if "series" in kinds else ():
-            base = s.rsplit("-", 1)[0] if s.rsplit("-", 1)[-1].isdigit() else None
-            if base in units:
-                out.append(_aa_row(where, "series", s, base, units, reps, rule))
-        for s in _same_kernel_series(of_series, picks, cols["state"]) if "same_kernels" in kinds else ():
+        for s, base in pairs:
+            out.append(_aa_row(where, "series", s, base, units, reps, rule))
+        for s in same:
             out.append(_aa_row(where, "same_kernels", s, "untuned", units, reps, rule))
         for s in sorted(units) if "single_pass" in kinds else ():
             at = np.asarray(of_series[s])
-            passes = [(u, ms[at[cols["unit"][at] == u]]) for u in units[s].index]
+            passes = [(u, ms[at[cols["unit"][at] == u]]) for u in units[s][0]]
             for i in range(len(passes)):
                 for j in range(i + 1, len(passes)):
                     (ui, a), (uj, b) = passes[i], passes[j]
@@ -560,18 +566,18 @@ def aa_verify_agreement(pairs: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_S
 
 
 def _aa_row(where: dict, kind: str, series: str, base: str, units: dict, reps: dict, rule: dict) -> dict:
-    a, b = units[series], units[base]
-    shared = a.index.intersection(b.index)
+    (a_ids, a), (b_ids, b) = units[series], units[base]
+    shared, ia, ib = np.intersect1d(a_ids, b_ids, assume_unique=True, return_indices=True)
     paired = len(shared) >= rule.get("min_units", MIN_UNITS)
-    c = compare_two(a.loc[shared] if paired else a, b.loc[shared] if paired else b, paired=paired, **rule)
+    c = compare_two(a[ia] if paired else a, b[ib] if paired else b, paired=paired, **rule)
     return {**where, "kind": kind, "series": series, "baseline": base,
             "old_beyond_noise": old_step_rule(reps[series], reps[base]), **_fields(c)}
 
 
-def _unit_medians(units: np.ndarray, values: np.ndarray) -> pd.Series:
-    """The median value per unit, indexed by the sorted unit ids."""
+def _unit_medians(units: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted unit ids and the median value of each."""
     ids, inverse = np.unique(units, return_inverse=True)
-    return pd.Series([float(np.median(values[inverse == k])) for k in range(len(ids))], index=ids)
+    return ids, np.array([float(np.median(values[inverse == k])) for k in range(len(ids))])
 
 
 def _fields(c: Comparison) -> dict:
