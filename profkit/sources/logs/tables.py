@@ -29,23 +29,24 @@ def build(readers: Sequence[Reader], problems: Sequence[dict] = ()) -> dict[str,
     offsets = np.cumsum([0] + [len(r.groups) for r in readers])
     frames = [_candidate_frame(r, values, codes[a:b]) for r, a, b in zip(readers, offsets, offsets[1:])]
     candidates = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    winners = pd.DataFrame([w for r in readers for w in r.winners])
-    if len(winners):
-        winners = winners.reindex(columns=list(dict.fromkeys([*winners.columns, "shapes"])))
-        where = winners["profile"].where(winners["profile"].notna(), winners["shapes"])
-        values, codes = bucketed(*(c.to_numpy(object, na_value=None).tolist() for c in (winners["op"], where)))
-        winners = winners.assign(**{name: _per_row(values[name], dtype, codes) for name, dtype in BUCKET_DTYPES.items()})
+    rows = [w for r in readers for w in r.winners]
+    winners = _columns("winners", rows)
+    if rows:  # a winner's bucket from its profile, or an OOM fallback's from its opt shapes
+        values, codes = bucketed([w["op"] for w in rows],
+                                 [w["profile"] if w["profile"] is not None else w.get("shapes") for w in rows])
+        winners.update((name, _per_row(values[name], dtype, codes)) for name, dtype in BUCKET_DTYPES.items())
     events = _events(pd.DataFrame([e for r in readers for e in r.events],
                                   columns=[*EVENT_COLUMNS, "key", "_line", "_key_line"]))
     report = pd.DataFrame([*(row for r in readers for row in _report_rows(r)), *problems], columns=REPORT_COLUMNS)
     return {
         "candidates": _conform("candidates", candidates),
-        "winners": _conform("winners", winners),
-        "tuning": _conform("tuning", _tuning_buckets(pd.DataFrame([t for r in readers for t in _tuning_rows(r)]),
-                                                     bucketed)),
-        "runs": _conform("runs", pd.DataFrame([row for r in readers for row in _run_rows(r)])),
+        "winners": _conform("winners", pd.DataFrame(winners, copy=False)),
+        "tuning": _conform("tuning", pd.DataFrame(_tuning_columns([t for r in readers for t in _tuning_rows(r)],
+                                                                  bucketed), copy=False)),
+        "runs": _conform("runs", pd.DataFrame(_columns("runs", [row for r in readers for row in _run_rows(r)]),
+                                              copy=False)),
         "events": events,
-        "report": report.astype({"lines": "int64", "first_line": "int64"}),
+        "report": report.assign(lines=report["lines"].astype("int64"), first_line=report["first_line"].astype("int64")),
     }
 
 
@@ -183,22 +184,42 @@ def _report_rows(reader: Reader) -> list[dict]:
 
 
 def _events(events: pd.DataFrame) -> pd.DataFrame:
-    """Fill runner, profile and extras of fallback calls from their "Generated key" text (once per key)."""
+    """Fill runner, profile and extras of fallback calls from their "Generated key" text (once per key).
+
+    Built column by column (DataFrame.astype and drop cost a millisecond or more each on a few rows: a fleet reads
+    many small logs)."""
     keys = [g.parse_key(k) or {} if isinstance(k, str) else {} for k in events["key"].tolist()]
+    out = {name: events[name] for name in EVENT_COLUMNS}
     for field in ("runner", "profile", "extras"):
-        events[field] = events[field].where(events[field].notna(), pd.Series([k.get(field) for k in keys]))
-    return events.drop(columns=["key", "_line", "_key_line"]).astype(
-        {"line": "Int64", "call": "Int64", "rank": "Int64", "count": "Int64"})
+        out[field] = out[field].where(out[field].notna(), pd.Series([k.get(field) for k in keys]))
+    for name in ("line", "call", "rank", "count"):
+        out[name] = out[name].astype("Int64")
+    return pd.DataFrame(out, copy=False)
 
 
-def _tuning_buckets(tuning: pd.DataFrame, bucketed: _Buckets) -> pd.DataFrame:
-    """Bucket of each kind=profile row (from its profile, or its opt shapes when no winner named it)."""
-    if tuning.empty:
-        return tuning
-    tuning = tuning.reindex(columns=list(dict.fromkeys([*tuning.columns, "shapes"])))
-    where = tuning["profile"].where(tuning["profile"].fillna("") != "", tuning["shapes"])
-    values, codes = bucketed(*(c.to_numpy(object, na_value=None).tolist() for c in (tuning["op"], where)))
-    return tuning.assign(bucket=pd.Series(_per_row(values["bucket"], "Int64", codes)).where(tuning["kind"] == "profile"))
+def _tuning_columns(rows: list[dict], bucketed: _Buckets) -> dict:
+    """The tuning rows' columns, with the bucket of each kind=profile row (from its profile, or its opt shapes when
+    no winner named it)."""
+    columns = _columns("tuning", rows)
+    if rows:
+        values, codes = bucketed([row["op"] for row in rows],
+                                 [row["profile"] if row["profile"] else row.get("shapes") for row in rows])
+        columns["bucket"] = pd.array([bucket if row["kind"] == "profile" else None
+                                      for row, bucket in zip(rows, np.asarray(values["bucket"], object)[codes])],
+                                     dtype="Int64")
+    return columns
+
+
+def _columns(table: str, rows: list[dict]) -> dict:
+    """The columns of ``table`` (the schema's and the log's extras) that ``rows`` name, each built in its dtype from
+    the rows' values (a frame of row dicts, then a conversion per column, costs milliseconds even for one row: a
+    fleet reads many small logs)."""
+    columns = {}
+    for name, dtype in schema.dtypes_of(table, f"{table}.log").items():
+        if any(name in row for row in rows):
+            values = [row.get(name) for row in rows]
+            columns[name] = np.array(values, dtype=np.float64) if dtype == "float64" else pd.array(values, dtype=dtype)
+    return columns
 
 
 def _conform(table: str, frame: pd.DataFrame) -> pd.DataFrame:
