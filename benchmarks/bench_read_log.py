@@ -1,7 +1,7 @@
 """How fast profkit.read_log is, next to just reading the lines of the same file.
 
     .venv/bin/python benchmarks/bench_read_log.py [--lines 1000000] [--log PATH ...] [--keep /tmp/mixed.log]
-        [--files 8]
+        [--files 8] [--floor]
 
 Builds a log of at least ``--lines`` lines from real H200 debug logs (by default every shipped one:
 ``data/h200/*/debug.log.gz``, ``data/h200-moe/*/debug.log``, ``data/h200-engine-like/logs/*.log``:
@@ -18,7 +18,9 @@ Prints wall and CPU seconds of each and read_log's speed as a fraction of both b
 wall and by CPU time (target: >= 50% of a bare read; CPU time is the steadier on a shared machine), then read_log's peak memory, measured in a fresh interpreter (its peak
 resident set while reading, less what it held before) beside the file's size (target: <= 3x), and the CPU time of
 read_log's stages: the bulk path's scan of the blocks (numpy, pyarrow), the reader's lines, the tables (with what the
-scan and the tables alone would leave of the target).
+scan and the tables alone would leave of the target); with ``--floor``, the floor of the fastest design tried (numpy
+and pyarrow over the bytes: its blocks read, line ends found, plain candidates parsed, every other line decoded, the
+candidates' string columns made) as a fraction of the bare read.
 With ``--files N`` it also reads N logs of ``--lines / N`` lines as one list, in one process and
 with the process pool read_log uses for several files, and prints the ratio of their wall times.
 With ``--dask N`` it parses N such logs the way ``profkit ranks`` does (one task per log: read, then
@@ -118,7 +120,7 @@ def _named(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def single(path: Path, n: int, sources: list[Path], repeat: int) -> None:
+def single(path: Path, n: int, sources: list[Path], repeat: int, floor_too: bool = False) -> None:
     size_mb = path.stat().st_size / 1e6
     text_s = best(lambda: bare_text(path), repeat)
     split_s = best(lambda: bare_split(path), repeat)
@@ -140,6 +142,12 @@ def single(path: Path, n: int, sources: list[Path], repeat: int) -> None:
     print(f"read_log stages (CPU): blocks read and scanned by the bulk path {scan:.3f} s, lines fed to the reader "
           f"{fed - scan:.3f} s more, tables {built:.3f} s; the scan and the tables alone would read at "
           f"{text_s[1] / (scan + built):.0%} of a bare text read")
+    if floor_too:
+        steps = floor(path, t.candidates, repeat)
+        print("the floor of the fastest design tried (numpy and pyarrow over the bytes), CPU: " + ", ".join(
+            f"{name} {s:.3f} s" for name, s in steps.items()) + f"; together {sum(steps.values()):.3f} s = "
+              f"{text_s[1] / sum(steps.values()):.0%} of a bare text read, before any state, winner, event or other "
+              "table")
 
 
 def stages(path: Path, repeat: int) -> tuple[float, float, float]:
@@ -170,6 +178,53 @@ def stages(path: Path, repeat: int) -> tuple[float, float, float]:
         return scan_s, fed_s, best(lambda: built.append(tables.build(readers[-1:])), repeat)[1]
     finally:
         gc.enable()
+
+
+def floor(path: Path, candidates, repeat: int) -> dict[str, float]:
+    """CPU seconds of the work the fastest design tried (numpy and pyarrow over the bytes) cannot avoid on ``path``,
+    each step the least of ``repeat`` runs less the steps before it: the blocks read, their line ends found, the plain
+    candidate lines parsed (bulk.plain_candidates: every field found, cut and coded), every other line decoded and
+    looked up once in a dict (the least a reader does with a line in Python), and the candidates' string columns made
+    from one code per row (pyarrow's take, as the tables are built)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from profkit.sources.logs import bulk
+
+    def blocks(then=lambda data: None) -> None:
+        with open(path, "rb") as f:
+            free = collections.deque()
+            for data in bulk._blocks(f, False, free):
+                then(data)
+                free.append(data)
+
+    def ends(data) -> np.ndarray:
+        return np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
+
+    def others(data) -> None:
+        at, seen = ends(data), {}
+        other = np.ones(len(at), dtype=bool)
+        other[bulk.plain_candidates(data, at).rows] = False
+        starts = np.concatenate(([0], at[:-1] + 1))
+        for start, end in zip(starts[other].tolist(), at[other].tolist()):
+            seen[data[start:end].decode("utf-8", errors="replace")[24:40]] = start
+
+    coded = {name: candidates[name].array._pa_array.combine_chunks().dictionary_encode()
+             for name in candidates.columns if str(candidates[name].dtype) == "string"}
+    steps = {"blocks read": blocks, "line ends (numpy)": lambda: blocks(ends),
+             "plain candidates parsed": lambda: blocks(lambda data: bulk.plain_candidates(data, ends(data))),
+             "every other line decoded, one dict lookup each": lambda: blocks(others)}
+    gc.disable()
+    try:
+        found, before = {}, 0.0
+        for name, step in steps.items():
+            took = best(step, repeat)[1]
+            found[name], before = max(took - before, 0.0), took
+        found[f"the candidates' {len(coded)} string columns"] = best(
+            lambda: [pc.take(c.dictionary, c.indices) for c in coded.values()], repeat)[1]
+    finally:
+        gc.enable()
+    return found
 
 
 def several(sources: list[Path], lines: int, files: int, folder: Path, repeat: int) -> None:
@@ -246,6 +301,8 @@ def main() -> None:
     parser.add_argument("--dask", type=int, default=0, help="also parse this many logs on a 2-worker LocalCluster")
     parser.add_argument("--single", action=argparse.BooleanOptionalAction, default=True,
                         help="time the one big log (--no-single: only --files / --dask)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also time the floor of the fastest design tried on the one big log")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     sources = args.log or sorted(p for pattern in SHIPPED for p in ROOT.glob(pattern))
@@ -256,7 +313,7 @@ def main() -> None:
         with open(path, "rb") as f:
             n = sum(1 for _ in f)
         if args.single:
-            single(path, n, sources, args.repeat)
+            single(path, n, sources, args.repeat, args.floor)
         if args.files:
             several(sources, args.lines, args.files, Path(tmp), args.repeat)
         if args.dask:

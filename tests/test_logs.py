@@ -369,6 +369,8 @@ def test_bulk_tables_equal_one_line_at_a_time_and_the_golden_digests(monkeypatch
     assert differing == [], differing
     kinds = tmp_path / "every_kind.log"
     kinds.write_bytes(every_kind(shipped))
+    block = bulk._prepared(iter([kinds.read_bytes()]), True)
+    assert len(block.segments) > 100 and len(block.bars) > 100  # profiles and glued renders the bulk path takes
     monkeypatch.setattr(bulk, "BLOCK", 1 << 16)  # many blocks: lines of every kind near a block's end
     assert log_golden.digest(log_golden.tables_of(kinds)) == one_by_one(kinds)
 
