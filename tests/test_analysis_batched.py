@@ -87,3 +87,37 @@ def test_step_set_changes_count_each_comparisons_verdicts(shipped_steps):
         assert row.sizes == counts.loc[key].sum()
         assert row.faster == counts.loc[key].get("faster", 0) and row.slower == counts.loc[key].get("slower", 0)
     assert sets["same_kernels"].notna().any() and sets["fallback"].notna().any()
+
+
+@pytest.fixture(scope="module")
+def moe_runs(shipped_whole):
+    return shipped_whole.moe
+
+
+def test_moe_step_changes_by_set_are_each_set_measured_alone(moe_runs):
+    from profkit.analysis import moe
+
+    every = moe.step_changes(moe_runs.step, by=["source"])
+    for source, rows in moe_runs.step.groupby("source"):
+        mine = every[every["source"] == source].drop(columns="source").reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine, moe.step_changes(rows))
+    assert (every["state"] == "untuned-2").any()  # the A/A pairs are among them
+
+
+def test_model_summary_from_its_own_or_a_given_routing_sensitivity(moe_runs):
+    from profkit.analysis import moe
+    from profkit.analysis.moe_models import _sweeps
+
+    t = moe_runs.tables
+    verify = _sweeps(moe_runs.verify, dict(zip(moe_runs.runs["run_id"], moe_runs.runs["model"])))
+    own = moe.model_summary(t.winners, t.candidates, verify, moe_runs.step, moe_runs.runs)
+    given = moe.model_summary(t.winners, t.candidates, verify, moe_runs.step, moe_runs.runs,
+                              sensitivity=moe.routing_sensitivity(verify))
+    pd.testing.assert_frame_equal(own, given)
+    # each model's sweep alone gives its row: the shared sensitivity is sliced to its run and routings
+    for model, row in own.set_index("model").iterrows():
+        runs = moe_runs.runs[moe_runs.runs["model"] == model]
+        alone = moe.model_summary(t.winners, t.candidates, verify[verify["run_id"].isin(runs["run_id"])],
+                                  moe_runs.step, runs).set_index("model").loc[model]
+        pd.testing.assert_series_equal(alone, row)
+    assert own["aa_points"].notna().all() and own["predicted_beyond_noise"].notna().any()

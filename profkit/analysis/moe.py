@@ -18,14 +18,15 @@ series of the untuned state).
 from __future__ import annotations
 
 import json
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from profkit.analysis._frames import conform_columns, empty, moe_shape, require
 from profkit.analysis.engine import assign_bucket
-from profkit.analysis.step import measured_step_change
-from profkit.analysis.verify import bucket_verdicts, of_routing, repair_picks
+from profkit.analysis.step import MEASURED_COLUMNS, measured_step_change
+from profkit.analysis.verify import VERDICT_INPUTS, bucket_verdicts, of_routing, repair_picks
 
 SENSITIVITY_COLUMNS = {
     "run_id": "string", "shape": "string", "routing": "string", "m": "Int64", "bucket": "Int64",
@@ -46,6 +47,8 @@ PART_COLUMNS = {
     "gemm1_tile": "string", "gemm1_swizzle": "Int64", "gemm2_tile": "string", "gemm2_cluster": "string",
     "gemm2_raster": "string",
 }
+# The candidates' columns :func:`picks_across_runs` reads.
+ACROSS_RUNS_INPUTS = ("run_id", "bucket", "tactic", "time_ms")
 ACROSS_RUNS_COLUMNS = {
     "shape": "string", "bucket": "Int64", "runs": "Int64", "distinct_picks": "Int64", "picks": "string",
     "spread_pct": "float64",
@@ -73,6 +76,8 @@ def routing_sensitivity(verify: pd.DataFrame) -> pd.DataFrame:
         is the pick itself). Sorted by run_id, shape, routing, m.
     """
     require(verify, ("routing", "imbalance", "m"), "verify")
+    # The columns used: each filter of a wide frame takes every column.
+    verify = verify[[c for c in (*VERDICT_INPUTS, "routing", "imbalance") if c in verify.columns]]
     parts = []
     for routing in sorted(verify["routing"].dropna().unique()):
         rows = of_routing(verify, routing)
@@ -89,14 +94,15 @@ def routing_sensitivity(verify: pd.DataFrame) -> pd.DataFrame:
     return conform_columns(out, SENSITIVITY_COLUMNS)
 
 
-def step_changes(step: pd.DataFrame, *, baseline: str = "untuned") -> pd.DataFrame:
+def step_changes(step: pd.DataFrame, *, baseline: str = "untuned", by: Sequence[str] = ()) -> pd.DataFrame:
     """Each timed series of an MoE step (its ``label``) against ``baseline``, per size.
 
     :func:`profkit.analysis.step.measured_step_change` on the labels, so an A/A pair (``untuned-2``
-    against ``untuned``, identical kernels) shows what the design calls noise.
+    against ``untuned``, identical kernels) shows what the design calls noise; ``by`` (e.g. ``source``: each
+    step set) measures each group as if alone, all at once.
     """
     require(step, ("state", "step_ms"), "step rows")
-    return measured_step_change(_by_series(step), baseline=baseline)
+    return measured_step_change(_by_series(step), baseline=baseline, by=by)
 
 
 def _by_series(step: pd.DataFrame) -> pd.DataFrame:
@@ -179,12 +185,19 @@ def _served_delta(verify: pd.DataFrame, routing: str, *, repaired: bool) -> dict
     return {int(m): float(ran[m] - default[m]) for m in sorted(set(ran.index) & set(default.index))}
 
 
-def _aa_changes(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each series given twice (``untuned-2``, ``cache-2``: identical kernels) against its first, per size."""
-    labels = set(_by_series(rows)["state"].dropna())
-    pairs = [(label, label.rsplit("-", 1)[0]) for label in sorted(labels)
-             if label.rsplit("-", 1)[-1].isdigit() and label.rsplit("-", 1)[0] in labels]
-    parts = [step_changes(rows, baseline=base).query("state == @label") for label, base in pairs]
+def _aa_changes(rows: pd.DataFrame, *, by: Sequence[str] = ()) -> pd.DataFrame:
+    """Each series given twice (``untuned-2``, ``cache-2``: identical kernels) against its first, per size; a pair
+    within one ``by`` group (its series, its sizes) only."""
+    by = list(by)
+    labels = _by_series(rows)[[*by, "state"]].dropna(subset=["state"]).drop_duplicates()
+    present = set(labels.itertuples(index=False, name=None))
+    base_of = {key: key[-1].rsplit("-", 1)[0] for key in present if key[-1].rsplit("-", 1)[-1].isdigit()}
+    base_of = {key: base for key, base in base_of.items() if (*key[:-1], base) in present}
+    parts = []
+    for base in sorted(set(base_of.values())):
+        changes = step_changes(rows, baseline=base, by=by)
+        parts.append(changes[[base_of.get(key) == base for key in changes[[*by, "state"]].itertuples(
+            index=False, name=None)]])
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["beyond_noise"])
 
 
@@ -200,25 +213,34 @@ def picks_across_runs(winners: pd.DataFrame, candidates: pd.DataFrame | None = N
         :data:`ACROSS_RUNS_COLUMNS`, picks as ``run_id=tactic`` words. Sorted by shape, bucket.
     """
     require(winners, ("run_id", "profile", "bucket", "tactic"), "winners")
+    # The few columns used: each filter of a wide frame takes every column.
+    winners = winners[[c for c in ("run_id", "profile", "bucket", "tactic", "source", "shape") if c in winners.columns]]
+    if candidates is not None and not candidates.empty:
+        candidates = candidates[list(ACROSS_RUNS_INPUTS)]
     won = moe_rows(winners).assign(shape=lambda w: w["profile"].map(moe_shape))
     if "source" in won.columns:
         won = won[(won["source"].astype("string") == "profiled").fillna(False).to_numpy(dtype=bool)]
-    rows = []
-    for (shape, bucket), g in won.groupby(["shape", "bucket"], sort=True):
-        spread = np.nan
-        if candidates is not None and not candidates.empty and g["run_id"].nunique() > 1:
-            first = sorted(g["run_id"].unique())[0]
-            c = candidates[(candidates["run_id"] == first) & (candidates["bucket"] == bucket)]
-            times = c.drop_duplicates("tactic").set_index("tactic")["time_ms"]
-            picked = times.reindex(g["tactic"].unique()).dropna()
-            if len(picked) > 1:
-                spread = 100.0 * (picked.max() / picked.min() - 1.0)
-            elif len(picked) == 1:
-                spread = 0.0
-        rows.append({"shape": shape, "bucket": int(bucket), "runs": g["run_id"].nunique(),
-                     "distinct_picks": g["tactic"].nunique(),
-                     "picks": " ".join(f"{r}={t}" for r, t in zip(g["run_id"], g["tactic"])), "spread_pct": spread})
+    groups = won.groupby(["shape", "bucket"], sort=True)
+    runs, distinct, at = groups["run_id"].nunique(), groups["tactic"].nunique(), groups.indices
+    spread = _pick_spread(won, groups, candidates) if candidates is not None and not candidates.empty else {}
+    run_ids, tactics = won["run_id"].to_numpy(dtype=object), won["tactic"].to_numpy(dtype=object)
+    rows = [{"shape": shape, "bucket": int(bucket), "runs": runs[key], "distinct_picks": distinct[key],
+             "picks": " ".join(f"{r}={t}" for r, t in zip(run_ids[at[key]], tactics[at[key]])),
+             "spread_pct": spread.get(key, np.nan)} for key in runs.index for shape, bucket in [key]]
     return conform_columns(pd.DataFrame(rows), ACROSS_RUNS_COLUMNS) if rows else empty(ACROSS_RUNS_COLUMNS)
+
+
+def _pick_spread(won: pd.DataFrame, groups, candidates: pd.DataFrame) -> dict:
+    """{(shape, bucket) tuned by several runs: how much slower the slowest pick is than the fastest, in percent, both by
+    the first run's (by name) own first time of each tactic; 0 with one such time}."""
+    first = groups["run_id"].min()[groups["run_id"].nunique() > 1].rename("first_run")
+    picked = won.dropna(subset=["tactic"]).drop_duplicates(["shape", "bucket", "tactic"]).join(
+        first, on=["shape", "bucket"], how="inner")
+    times = candidates.drop_duplicates(["run_id", "bucket", "tactic"]).rename(columns={"run_id": "first_run"})
+    timed = picked[["shape", "bucket", "tactic", "first_run"]].merge(times, on=["first_run", "bucket", "tactic"])
+    timed = timed.dropna(subset=["time_ms"]).groupby(["shape", "bucket"])["time_ms"].agg(["size", "max", "min"])
+    return {key: 100.0 * (top / bottom - 1.0) if n > 1 else 0.0
+            for key, n, top, bottom in zip(timed.index, timed["size"], timed["max"], timed["min"])}
 
 
 def tactic_parts(winners: pd.DataFrame) -> pd.DataFrame:
@@ -270,7 +292,7 @@ def most_verified(run_ids: pd.Series) -> str:
 
 
 def model_summary(winners: pd.DataFrame, candidates: pd.DataFrame, verify: pd.DataFrame, step: pd.DataFrame,
-                  runs: pd.DataFrame, *, routing: str = "tuner") -> pd.DataFrame:
+                  runs: pd.DataFrame, *, routing: str = "tuner", sensitivity: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per MoE model: what tuning cost, what it bought per op and at the step, and how well it was predicted.
 
     Args:
@@ -280,6 +302,7 @@ def model_summary(winners: pd.DataFrame, candidates: pd.DataFrame, verify: pd.Da
             capture's files.
         runs: one row per run folder with run_id, model, tune_call_s (:class:`profkit.sources.moe_runs.MoeRuns`).
         routing: the verify routing the op speedup, the ratio and the predictions use.
+        sensitivity: :func:`routing_sensitivity` of ``verify`` when already computed.
 
     Returns:
         :data:`MODEL_SUMMARY_COLUMNS`: tuning_s is the first tuning's wall seconds, verify_over_tuning that
@@ -292,11 +315,19 @@ def model_summary(winners: pd.DataFrame, candidates: pd.DataFrame, verify: pd.Da
         repaired_vs_cache_slower those where it is slower beyond noise. Counts add up over step sets: a
         size timed in two sets counts twice.
     """
+    if sensitivity is None and len(verify):
+        sensitivity = routing_sensitivity(verify)
     rows = []
+    # Every step set measured at once per baseline: one call per set cost tens of ms of fixed pandas work.
+    sets = ["model", "source"]
+    measured = [_per_set(frame, sets) for frame in (step_changes(step, by=sets),
+                                                  step_changes(step, baseline="cache", by=sets),
+                                                  _aa_changes(step, by=sets))] if len(step) else []
     for model, mine in runs.dropna(subset=["model"]).groupby("model", sort=True):
         run_ids = set(mine["run_id"].dropna())
         w = winners[winners["run_id"].isin(run_ids)]
-        c = candidates[candidates["run_id"].isin(run_ids)]
+        c = candidates[candidates["run_id"].isin(run_ids)] if candidates.empty else \
+            candidates[list(ACROSS_RUNS_INPUTS)][candidates["run_id"].isin(run_ids).to_numpy(dtype=bool)]
         v = verify[verify["run_id"].isin(run_ids)] if len(verify) else verify
         if len(v):  # the sweep's own table: a rank's or a repeat's re-timing is not the model's verify
             v = v[(v["run_id"].astype(str) == most_verified(v["run_id"])).to_numpy(dtype=bool)]
@@ -308,8 +339,10 @@ def model_summary(winners: pd.DataFrame, candidates: pd.DataFrame, verify: pd.Da
             row.update(shape=across["shape"].iloc[0], buckets=across["bucket"].nunique(),
                        flip_buckets=int((across["distinct_picks"] > 1).sum()),
                        max_flip_spread_pct=across["spread_pct"].max())
-        if len(v):
-            sens = routing_sensitivity(v)
+        if len(v):  # its run's rows under the routings it timed: routing_sensitivity(v)
+            mine_sens = (sensitivity["run_id"] == v["run_id"].iloc[0]) & sensitivity["routing"].isin(
+                set(v["routing"].dropna().astype(str)))
+            sens = sensitivity[mine_sens.fillna(False).to_numpy(dtype=bool)]
             seconds = mine.get(f"verify_{routing}_s")
             row.update(routings=sens["routing"].nunique(), op_speedup_min=sens["serving_speedup"].min(),
                        op_speedup_max=sens["serving_speedup"].max(),
@@ -318,14 +351,17 @@ def model_summary(winners: pd.DataFrame, candidates: pd.DataFrame, verify: pd.Da
                        verify_over_tuning=(seconds.dropna().iloc[0] / first["tune_call_s"]
                                            if seconds is not None and seconds.notna().any() else np.nan))
         if len(s):
-            row.update(_step_summary(s, w, v, routing))
+            row.update(_step_summary(s, measured, w, v, routing))
         rows.append(row)
     return conform_columns(pd.DataFrame(rows), MODEL_SUMMARY_COLUMNS) if rows else empty(MODEL_SUMMARY_COLUMNS)
 
 
-def _step_summary(step: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataFrame, routing: str) -> dict:
-    """The step columns of :func:`model_summary`, over every step set (file) of one model: counts add up."""
-    parts = [_one_step_set(rows, winners, verify, routing) for _, rows in step.groupby("source", sort=True)]
+def _step_summary(step: pd.DataFrame, measured: list, winners: pd.DataFrame, verify: pd.DataFrame,
+                  routing: str) -> dict:
+    """The step columns of :func:`model_summary`, over every step set (file) of one model: counts add up.
+    ``measured``: :func:`_per_set` of the sets' changes against untuned, repaired against the cache, the A/A pairs."""
+    parts = [_one_step_set(rows, *(of.get(key, empty) for of, empty in measured), winners, verify, routing)
+             for key, rows in step.groupby(["model", "source"], sort=True)]
     out: dict = {}
     for part in parts:
         for key, value in part.items():
@@ -340,22 +376,30 @@ def _step_summary(step: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataFram
     return out
 
 
-def _one_step_set(rows: pd.DataFrame, winners: pd.DataFrame, verify: pd.DataFrame, routing: str) -> dict:
-    """The step columns of one step set: cache and repaired against untuned, the A/A pair, the predictions."""
+def _per_set(changes: pd.DataFrame, sets: list[str]) -> tuple[dict, pd.DataFrame]:
+    """({set: its rows of ``changes``, as measured alone}, an empty such frame)."""
+    columns = [c for c in changes.columns if c not in sets or c in MEASURED_COLUMNS]
+    if not len(changes):
+        return {}, changes[columns].reset_index(drop=True)
+    return ({key: g[columns].reset_index(drop=True) for key, g in changes.groupby(sets, sort=False)},
+            changes[columns].iloc[:0].reset_index(drop=True))
+
+
+def _one_step_set(rows: pd.DataFrame, changes: pd.DataFrame, versus: pd.DataFrame, aa: pd.DataFrame,
+                  winners: pd.DataFrame, verify: pd.DataFrame, routing: str) -> dict:
+    """The step columns of one step set: cache and repaired against untuned (``changes``), the A/A pairs (``aa``),
+    repaired against the cache (``versus``), the predictions."""
     out: dict = {}
-    changes = step_changes(rows)
     cache = changes[changes["state"] == "cache"]
     if len(cache):
         out.update(step_sizes=len(cache), step_faster=int((cache["beyond_noise"] & ~cache["slower"]).sum()),
                    step_slower=int(cache["slower"].sum()), step_change_min_pct=cache["delta_pct"].min(),
                    step_change_max_pct=cache["delta_pct"].max())
-    aa = _aa_changes(rows)
     if len(aa):
         out.update(aa_points=len(aa), aa_beyond_noise=int(aa["beyond_noise"].sum()))
     repaired = changes[changes["state"] == "repaired"]
     if len(repaired):
         out.update(repaired_points=len(repaired), repaired_slower=int(repaired["slower"].sum()))
-    versus = step_changes(rows, baseline="cache")
     versus = versus[versus["state"] == "repaired"]
     if len(versus):  # also in a set with no untuned (cache,repaired,cache)
         out.update(repaired_vs_cache_points=len(versus), repaired_vs_cache_slower=int(versus["slower"].sum()))

@@ -28,15 +28,17 @@ def moe_frames(runs, verdicts: pd.DataFrame | None = None) -> dict:
     out["ops"] = sorted(set(moe.moe_rows(t.winners)["op"].dropna().astype(str))) if len(t.winners) else []
     model_of = dict(zip(runs.runs["run_id"], runs.runs["model"]))
     verify = _sweeps(runs.verify, model_of)
-    out["summary"] = moe.model_summary(t.winners, t.candidates, verify, runs.step, runs.runs)
-    if len(verify):
-        out["sensitivity"] = with_intervals(moe.routing_sensitivity(verify), verdicts)
+    sensitivity = moe.routing_sensitivity(verify) if len(verify) else None
+    out["summary"] = moe.model_summary(t.winners, t.candidates, verify, runs.step, runs.runs, sensitivity=sensitivity)
+    if sensitivity is not None:
+        out["sensitivity"] = with_intervals(sensitivity, verdicts)
     if len(out["sensitivity"]):
         out["sensitivity"] = out["sensitivity"].assign(model=out["sensitivity"]["run_id"].map(model_of))
     changes, predictions = [], []
+    every = moe.step_changes(runs.step, by=["source"]) if len(runs.step) else None  # each set as if alone, at once
     for source, rows in (runs.step.groupby("source", sort=True) if len(runs.step) else []):
         model = str(rows["model"].dropna().iloc[0]) if rows["model"].notna().any() else ""
-        changed = moe.step_changes(rows)
+        changed = every[(every["source"] == source).to_numpy(dtype=bool)].drop(columns="source").reset_index(drop=True)
         changes.append(changed.assign(source=str(source), model=model))
         verified = verify[verify["run_id"].map(model_of) == model] if len(verify) else verify
         if len(verified):
@@ -51,7 +53,8 @@ def moe_frames(runs, verdicts: pd.DataFrame | None = None) -> dict:
     across, tuning = [], []
     for model, mine in runs.runs.dropna(subset=["model"]).groupby("model", sort=True):
         ids = set(mine["run_id"].dropna())
-        w, c = t.winners[t.winners["run_id"].isin(ids)], t.candidates[t.candidates["run_id"].isin(ids)]
+        c = t.candidates[list(moe.ACROSS_RUNS_INPUTS)]  # the columns used: a filter takes every column
+        w, c = t.winners[t.winners["run_id"].isin(ids)], c[c["run_id"].isin(ids).to_numpy(dtype=bool)]
         a = moe.picks_across_runs(w, c)
         if len(a):
             across.append(a.assign(model=model))

@@ -135,7 +135,7 @@ def measured_step_change(bench: pd.DataFrame, *, baseline: str = "untuned", by: 
     """
     by = list(by)
     require(bench, (*by, "model", "dtype", "phase", "tokens", "state", "step_ms"), "bench")
-    keys = [*by, "model", "dtype", "phase", "tokens"]
+    keys = list(dict.fromkeys([*by, "model", "dtype", "phase", "tokens"]))
     used = [c for c in dict.fromkeys((*keys, "state", "step_ms", *UNIT_COLUMNS)) if c in bench.columns]
     # A few columns: each filter or sort takes every one.
     rows = step_units(bench[used].dropna(subset=["step_ms"]), by=by)

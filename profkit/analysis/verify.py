@@ -126,6 +126,11 @@ def verify_plan(candidates: pd.DataFrame, winners: pd.DataFrame, *, sizes, top_k
     return conform_columns(plan, PLAN_COLUMNS)
 
 
+# The verify columns :func:`bucket_verdicts` reads (``source``, ``cache_choice`` and ``profile`` where present).
+VERDICT_INPUTS = ("run_id", "op", "shape", "m", "bucket", "runner", "tactic", "tuner_ms", "winner", "default",
+                  "serving_ms", "serving_p10_ms", "serving_p90_ms", "source", "cache_choice", "profile")
+
+
 def bucket_verdicts(verify: pd.DataFrame, *, ratio_sd: float = VERIFY_RATIO_SD,
                     noise: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (run_id, op, shape, m): the tuner's pick against the default and the serving-best.
