@@ -160,7 +160,7 @@ def test_plot_rank_picks_colours_each_tuner_pick():
     assert sorted(info.cells[0]) == sorted([(0, "best", 1, 0.0), (1, "best", 1, 0.0), (0, "best", 1, 0.0),
                                             (1, "other", 1, 0.4), (0, "slower", 1, 3.0), (1, "slower", 2, 3.0)])
     ax = plot_rank_picks(tunings, title="toy").axes[0]
-    faces = [p.get_facecolor() for p in ax.patches]
+    faces = [tuple(c) for cells in ax.collections for c in cells.get_facecolor()]  # the cells: PolyCollections
     from matplotlib.colors import to_rgba
 
     assert faces.count(to_rgba(_FACE["slower"])) == 2 and faces.count(to_rgba(_FACE["other"])) == 1

@@ -11,10 +11,9 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Rectangle
 
 from profkit.schema import require
-from profkit.views._style import (NEUTRAL, SLOWER, add_note, bucket_edges, empty_axes, figure_and_axes,
+from profkit.views._style import (NEUTRAL, SLOWER, add_note, bucket_edges, cells, empty_axes, figure_and_axes,
                                   log2_bucket_axis, short_label, styled)
 
 
@@ -61,6 +60,7 @@ def _draw_winner_flips(info: WinnerFlipInfo, ax: Axes) -> None:
     n = len(info.rows)
     everything = sorted({b for row in info.buckets for b in row})
     beyond_rows = info.beyond_noise or tuple((False,) * len(b) for b in info.buckets)
+    plain, hatched = [], []  # cells: x, y, width, height, colour; hatched: tuned once
     for i, (buckets, flips, distinct, beyond) in enumerate(zip(info.buckets, info.flip_rates, info.n_distinct,
                                                                beyond_rows)):
         y = n - 1 - i
@@ -68,11 +68,12 @@ def _draw_winner_flips(info: WinnerFlipInfo, ax: Axes) -> None:
             single = not math.isfinite(flip)
             face = ("#eeeeee" if single else "white" if flip == 0 else cmap(0.2 + 0.8 * flip) if costly
                     else _TIE)
-            ax.add_patch(Rectangle((left, y - 0.42), right - left, 0.84, facecolor=face,
-                                   edgecolor="#dddddd", linewidth=0.6, hatch="..." if single else None))
+            (hatched if single else plain).append((left, y - 0.42, right - left, 0.84, face))
             if k > 1:
-                ax.text(math.sqrt(left * right), y, str(k), ha="center", va="center", fontsize=6.5,
+                ax.text(math.sqrt(left * right), y, str(k), ha="center", va="center", fontsize=6.5, clip_on=True,
                         color="white" if costly and flip > 0.45 else "#333333")
+    cells(ax, plain, edgecolor="#dddddd", linewidth=0.6)
+    cells(ax, hatched, edgecolor="#dddddd", linewidth=0.6, hatch="...")
     ax.set_xlim(min(everything) / 2, max(everything) * 1.02)
     ax.set_ylim(-0.6, n - 0.4)
     log2_bucket_axis(ax, everything)

@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from profkit.schema import require
-from profkit.views._style import (ACCENT, NEUTRAL, SLOWER, add_note, categorical_bucket_axis, empty_axes,
+from profkit.views._style import (ACCENT, NEUTRAL, SLOWER, add_note, categorical_bucket_axis, cells, empty_axes,
                                   log2_bucket_axis, run_label, styled)
 
 # The rows of the tactic grid: (column of tactic_parts, label).
@@ -49,6 +49,7 @@ def plot_moe_tactics(parts: pd.DataFrame, *, run_id: str | None = None, across_r
         empty_axes(ax, "no fused-MoE picks")
         return fig
     pos = categorical_bucket_axis(ax, p["bucket"].astype(int))
+    parts, runs_row = [], []  # cells: x, y, width, height, colour; the parts' colours drawn light
     for y, (column, _) in enumerate(rows):
         if column == "runs":
             runs = across_runs.set_index(across_runs["bucket"].astype(int))
@@ -57,15 +58,17 @@ def plot_moe_tactics(parts: pd.DataFrame, *, run_id: str | None = None, across_r
                     r = runs.loc[b]
                     flip = int(r["distinct_picks"]) > 1
                     text = f"{int(r['distinct_picks'])}" + (f"\n{r['spread_pct']:.1f}%" if flip else "")
-                    ax.add_patch(_cell(x, y, "#fff3e0" if flip else "#f1f8e9"))
-                    ax.text(x, y, text, ha="center", va="center", fontsize=6.5)
+                    runs_row.append((x - 0.5, y - 0.5, 1.0, 1.0, "#fff3e0" if flip else "#f1f8e9"))
+                    ax.text(x, y, text, ha="center", va="center", fontsize=6.5, clip_on=True)
             continue
         values = p[column].astype(str).tolist()
         palette = {v: f"C{i % 10}" for i, v in enumerate(sorted(set(values), key=_natural))}
         for b, value, default in zip(p["bucket"].astype(int), values, p["default"].fillna(False)):
-            ax.add_patch(_cell(pos[b], y, palette[value], alpha=0.28))
-            ax.text(pos[b], y, value.replace("x", "\u00d7"), ha="center", va="center", fontsize=6.5,
+            parts.append((pos[b] - 0.5, y - 0.5, 1.0, 1.0, palette[value]))
+            ax.text(pos[b], y, value.replace("x", "\u00d7"), ha="center", va="center", fontsize=6.5, clip_on=True,
                     fontweight="bold" if default else "normal")
+    cells(ax, parts, edgecolor="white", linewidth=1.0, alpha=0.28)
+    cells(ax, runs_row, edgecolor="white", linewidth=1.0)
     ax.set_yticks(range(len(rows)), [label for _, label in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.grid(False)
@@ -83,12 +86,6 @@ def plot_moe_tactics(parts: pd.DataFrame, *, run_id: str | None = None, across_r
         note += ("; " if note else "") + "bottom row: distinct picks over the repeated runs, and the slowest one's extra time"
     add_note(ax, note, below_pt=32)
     return fig
-
-
-def _cell(x: float, y: float, colour, *, alpha: float = 1.0):
-    from matplotlib.patches import Rectangle
-
-    return Rectangle((x - 0.5, y - 0.5), 1.0, 1.0, facecolor=colour, alpha=alpha, edgecolor="white", linewidth=1.0)
 
 
 def _natural(text: str):

@@ -12,13 +12,14 @@ import contextvars
 import dataclasses
 import functools
 import warnings
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 import matplotlib as mpl
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 from matplotlib.category import StrCategoryFormatter
+from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import FixedFormatter, Formatter, FuncFormatter, StrMethodFormatter
@@ -262,6 +263,19 @@ def log2_bucket_axis(ax: Axes, buckets: Iterable[int], *, axis: str = "x", label
 
 def _is_power_of_two(v: int) -> bool:
     return v > 0 and (v & (v - 1)) == 0
+
+
+def cells(ax: Axes, boxes: Sequence[tuple[float, float, float, float, object]], *, edgecolor, linewidth: float,
+          hatch: str | None = None, alpha: float | None = None) -> None:
+    """Rectangles ``(x, y, width, height, facecolor)`` drawn into ``ax`` as one collection (a heat map's cells).
+
+    One artist for hundreds of cells: a Rectangle patch each cost about 1 ms to add (its data limits)
+    and 0.4 ms to draw. ``hatch`` hatches every cell: draw hatched cells with a call of their own.
+    """
+    if boxes:
+        corners = [((x, y), (x + w, y), (x + w, y + h), (x, y + h)) for x, y, w, h, _ in boxes]
+        ax.add_collection(PolyCollection(corners, facecolors=[c for *_, c in boxes], edgecolors=edgecolor,
+                                         linewidths=linewidth, hatch=hatch, alpha=alpha))
 
 
 def categorical_bucket_axis(ax: Axes, buckets: Iterable[int], *, label: str = "bucket (M, tokens)") -> dict[int, int]:

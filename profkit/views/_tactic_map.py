@@ -10,15 +10,15 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch, Rectangle
+from matplotlib.patches import Patch
 from matplotlib.transforms import ScaledTranslation
 
 from profkit.analysis import decode_tactic, shapes_of
 from profkit.schema import require
 from profkit.views._speedup import first_run_only
-from profkit.views._style import (SLOWER, add_note, bucket_of, categorical_bucket_axis, empty_axes, figure_and_axes,
-                                  runner_colour, runner_colours, runner_name, short_label, styled, timing_note,
-                                  timings_of)
+from profkit.views._style import (SLOWER, add_note, bucket_of, categorical_bucket_axis, cells, empty_axes,
+                                  figure_and_axes, runner_colour, runner_colours, runner_name, short_label, styled,
+                                  timing_note, timings_of)
 
 _ABBR = {"KERNEL_CFG": "c", "SPLIT_K_SLC": "s", "STAGES": "st", "TILEK": "tk", "SWIZZLE": "sw"}
 
@@ -96,17 +96,17 @@ def _draw_tactic_map(info: TacticMapInfo, ax: Axes, *, legend: bool = True) -> N
     colours = runner_colours(pair for row in info.winners for pair in row)
     n = len(info.rows)
     pos = categorical_bucket_axis(ax, (b for row in info.buckets for b in row))
+    plain, flagged = [], []  # cells: x, y, width, height, colour; flagged: slower than the default beyond noise
     for i, (buckets, picks, texts, slow) in enumerate(zip(info.buckets, info.winners, info.cell_text,
                                                         info.slower_than_default)):
         y = n - 1 - i
         for pick, text, bucket in zip(picks, texts, buckets):
-            flagged = bucket in slow
             x = pos[bucket]
-            ax.add_patch(Rectangle((x - 0.5, y - 0.45), 1.0, 0.9, facecolor=colours[pick],
-                                   edgecolor=SLOWER if flagged else "white", linewidth=1.4 if flagged else 0.8,
-                                   hatch="////" if flagged else None, label=f"{bucket}"))
+            (flagged if bucket in slow else plain).append((x - 0.5, y - 0.45, 1.0, 0.9, colours[pick]))
             ax.text(x, y, text, ha="center", va="center", fontsize=5.5 if len(text) < 7 else 4.6,
                     color=_ink(colours[pick]), clip_on=True)
+    cells(ax, plain, edgecolor="white", linewidth=0.8)
+    cells(ax, flagged, edgecolor=SLOWER, linewidth=1.4, hatch="////")
     ax.set_ylim(-0.6, n - 0.4)
     ax.set_yticks(range(n), list(reversed(info.rows)))
     ax.grid(False)

@@ -9,10 +9,10 @@ from typing import Mapping
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch, Rectangle
+from matplotlib.patches import Patch
 
 from profkit.schema import require
-from profkit.views._style import (SLOWER, add_note, categorical_bucket_axis, empty_axes, figure_and_axes,
+from profkit.views._style import (SLOWER, add_note, categorical_bucket_axis, cells, empty_axes, figure_and_axes,
                                   short_label, styled)
 
 # A cell's state, worst first: the costliest of the tuner's picks in the bucket decides its colour.
@@ -92,22 +92,25 @@ def plot_rank_picks(tunings: pd.DataFrame, *, labels: Mapping[str, str] | None =
 
 def _draw_rank_picks(info: RankPicksInfo, ax: Axes, title: str) -> None:
     y, ticks, names, headers = 0.0, [], [], []
+    plain, hatched = [], []  # cells: x, y, width, height, colour; hatched: not measurable
     x = categorical_bucket_axis(ax, {b for row in info.buckets for b in row})
-    for block, tuners, cells, buckets in zip(info.blocks, info.tuners, info.cells, info.buckets):
+    for block, tuners, row_cells, buckets in zip(info.blocks, info.tuners, info.cells, info.buckets):
         ticks.append(y)
         names.append(block)
         headers.append(y)
-        for (row, state, picks, regret), bucket in zip(cells, buckets):
+        for (row, state, picks, regret), bucket in zip(row_cells, buckets):
             top = y + 1 + row
-            ax.add_patch(Rectangle((x[bucket] - 0.5, top - 0.42), 1.0, 0.84, facecolor=_FACE[state], edgecolor="#dddddd",
-                                   linewidth=0.6, hatch="..." if state == "not_measurable" else None))
+            (hatched if state == "not_measurable" else plain).append((x[bucket] - 0.5, top - 0.42, 1.0, 0.84,
+                                                                      _FACE[state]))
             text = f"{regret:+.1f}" if state == "slower" and math.isfinite(regret) else str(picks) if picks > 1 else ""
             if text:
-                ax.text(x[bucket], top, text, ha="center", va="center", fontsize=6,
+                ax.text(x[bucket], top, text, ha="center", va="center", fontsize=6, clip_on=True,
                         color="white" if state == "slower" else "#333333")
         ticks += [y + 1 + i for i in range(len(tuners))]
         names += list(tuners)
         y += len(tuners) + 1.6
+    cells(ax, plain, edgecolor="#dddddd", linewidth=0.6)
+    cells(ax, hatched, edgecolor="#dddddd", linewidth=0.6, hatch="...")
     ax.tick_params(axis="x", labelrotation=90)
     ax.set_ylim(y - 0.6, -0.6)
     ax.set_yticks(ticks, names)
