@@ -55,12 +55,10 @@ def small_multiples(frame: pd.DataFrame, draw: Callable, *, labels: Mapping[str,
         timing = _style.timing_note(_style.timings_of(mine)) if block == "op" else ""
         sub.suptitle(f"{b}" + (f"   (timed {timing.partition(': ')[2]})" if timing else ""), fontsize="small",
                      fontweight="bold", x=0.01, ha="left")
-        axes = sub.subplots(rows[b], ncols, sharex=True, sharey=True, squeeze=False)
-        for i, ax in enumerate(axes.flat):
-            if i >= len(values[b]):
-                ax.set_visible(False)
-                continue
-            value = values[b][i]
+        grid, first = sub.add_gridspec(rows[b], ncols), None
+        for i, value in enumerate(values[b]):  # only the panels drawn: an Axes is about 10 ms to make, hidden or not
+            ax = sub.add_subplot(grid[divmod(i, ncols)], sharex=first, sharey=first)
+            first = first or ax
             draw(_only(mine, panel, value), ax, _style.short_label(value, labels))
             ax.title.set_fontsize("x-small")
             ax.title.set_fontweight("normal")
@@ -84,15 +82,18 @@ def small_multiples(frame: pd.DataFrame, draw: Callable, *, labels: Mapping[str,
 
 @_style.styled
 def step_times_grid(rows: pd.DataFrame, *, model: str, dtype: str) -> Figure:
-    """Decode and prefill side by side, ms above and relative to untuned below; one legend, one note."""
+    """Decode and prefill side by side, ms above and relative to untuned below (each column's x axis shared,
+    labelled once); one legend, one note."""
     phases = [p for p in ("decode", "prefill") if (rows["phase"] == p).any()] or ["decode"]
     scales = (None, "untuned") if (rows["state"] == "untuned").any() else (None,)
     fig = Figure(figsize=(11.0, 3.5 * len(scales)), layout="constrained")
-    axes = fig.subplots(len(scales), len(phases), squeeze=False, width_ratios=[3, 1][:len(phases)])
+    axes = fig.subplots(len(scales), len(phases), squeeze=False, sharex="col", width_ratios=[3, 1][:len(phases)])
     for col, phase in enumerate(phases):
         for row, relative_to in enumerate(scales):
             plot_step_times(rows, model=model, dtype=dtype, phase=phase, relative_to=relative_to,
                             legend=(row, col) == (0, 0), note=(row, col) == (len(scales) - 1, 0),
                             title=None if col == 0 else phase + (f" / {relative_to}" if relative_to else ""),
                             ax=axes[row, col])
+            if row < len(scales) - 1:
+                axes[row, col].set_xlabel("")
     return fig

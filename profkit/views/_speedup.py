@@ -46,7 +46,7 @@ def first_run_only(frame: pd.DataFrame, runs: pd.DataFrame | None = None) -> tup
     "First" is :func:`profkit.analysis.first_runs`'s, the one meaning in every profkit figure and
     table: the earliest ``runs.started_at`` where ``runs`` is given, then the smallest run_id.
     """
-    if "run_id" not in frame.columns or frame.empty:
+    if "run_id" not in frame.columns or frame["run_id"].nunique() <= 1:  # one run (a grid's panel, often): first
         return frame, 0
     from profkit.analysis import first_runs, shapes_of
 
