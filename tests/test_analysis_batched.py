@@ -121,3 +121,21 @@ def test_model_summary_from_its_own_or_a_given_routing_sensitivity(moe_runs):
                                   moe_runs.step, runs).set_index("model").loc[model]
         pd.testing.assert_series_equal(alone, row)
     assert own["aa_points"].notna().all() and own["predicted_beyond_noise"].notna().any()
+
+
+def test_diff_winners_by_capture_is_each_capture_diffed_alone(shipped_whole):
+    from profkit.analysis.compare import cache_agreement, diff_winners
+
+    w, cached = shipped_whole.tables.winners, shipped_whole.cache_winners
+    agreement = cache_agreement(w, cached)
+    assert agreement["run_id"].nunique() > 1
+    for run, rows in agreement.groupby("run_id", sort=False):
+        mine = w[w["run_id"] == run].sort_values("call", kind="stable").drop_duplicates(["op", "profile"])
+        theirs = cached[(cached["capture_run_id"] == run) & cached["profile"].isin(mine["profile"])]
+        alone = diff_winners(mine, theirs.drop_duplicates(["op", "profile"]).drop(columns="capture_run_id"))
+        pd.testing.assert_frame_equal(rows.drop(columns="run_id").reset_index(drop=True), alone)
+    # a capture and its cache file that disagree: by= keeps the two diffs apart
+    a = pd.DataFrame({"op": "o", "profile": ["p", "p"], "runner": "R", "tactic": ["1", "2"], "pair": ["x", "y"]})
+    b = a.assign(tactic=["1", "3"])
+    diff = diff_winners(a, b, by=["pair"])
+    assert diff[["pair", "change"]].values.tolist() == [["x", "same"], ["y", "tactic"]]

@@ -492,21 +492,32 @@ def predict_step_from_verify(verify: pd.DataFrame, *, shapes, tokens, layers: in
     """
     require(verify, ("op", "shape", "m", "runner", "tactic", "default", "serving_ms"), "verify")
     wanted = {f"N={n} K={k}" for n, k in shapes}
-    v = verify[verify["shape"].isin(wanted) & verify["m"].isin(list(tokens))]
+    used = [c for c in ("op", "shape", "m", "bucket", "runner", "tactic", "default", "cache_choice", "file_key",
+                        "serving_ms") if c in verify.columns]  # the few columns used: a filter takes every column
+    v = verify[used][(verify["shape"].isin(wanted) & verify["m"].isin(list(tokens))).to_numpy(dtype=bool)]
+    # Each linear at each M (op, m, shape) worked as plain arrays: a Python loop of filters per linear cost ms each.
+    group = v.groupby(["op", "m", "shape"], sort=True).ngroup().to_numpy()  # -1: a key is missing (left out)
+    n_groups = int(group.max()) + 1 if len(group) else 0
+    if not n_groups:
+        return empty(STEP_COLUMNS)
+    flag = lambda name: v[name].fillna(False).to_numpy(dtype=bool) & (group >= 0)  # noqa: E731
+    default = _first_by(flag("default"), group, n_groups)
+    if picks is not None:
+        ran = _repaired_rows(v, group, n_groups, picks, default)
+    else:
+        ran = _first_by(flag("cache_choice"), group, n_groups) if "cache_choice" in v else np.full(n_groups, -1)
+    serving = np.append(v["serving_ms"].to_numpy(dtype=float), np.nan)
+    deltas = np.where((ran >= 0) & (default >= 0), serving[ran] - serving[default], np.nan)
+    first = _first_by(group >= 0, group, n_groups)
+    ops, ms = v["op"].to_numpy(dtype=object)[first], v["m"].to_numpy(dtype=object)[first]
+    edges = np.flatnonzero(np.r_[True, (ops[1:] != ops[:-1]) | (ms[1:] != ms[:-1]), True])  # each (op, m)'s linears
     rows = []
-    for (op, m), g in v.groupby(["op", "m"], sort=True):
-        deltas = []
-        for shape, lin in g.groupby("shape"):
-            default = lin[lin["default"].fillna(False)]["serving_ms"]
-            if picks is None:
-                runs = lin[lin["cache_choice"].fillna(False)]["serving_ms"] if "cache_choice" in lin else lin.iloc[:0]
-            else:
-                runs = _repaired_time(lin, picks)
-            deltas.append(runs.iloc[0] - default.iloc[0] if len(runs) and len(default) else np.nan)
-        rows.append({"op": op, "tokens": m, "layers": layers, "state": "tuned" if picks is None else "repaired",
-                     "predicted_delta_ms": float(np.sum(deltas)) * layers if not np.isnan(deltas).any() else np.nan,
-                     "n_linears": len(deltas), "n_missing": int(np.isnan(deltas).sum())})
-    return conform_columns(pd.DataFrame(rows), STEP_COLUMNS) if rows else empty(STEP_COLUMNS)
+    for i, j in zip(edges[:-1], edges[1:]):
+        d = deltas[i:j]
+        rows.append({"op": ops[i], "tokens": ms[i], "layers": layers, "state": "tuned" if picks is None else "repaired",
+                     "predicted_delta_ms": float(np.sum(d)) * layers if not np.isnan(d).any() else np.nan,
+                     "n_linears": len(d), "n_missing": int(np.isnan(d).sum())})
+    return conform_columns(pd.DataFrame(rows), STEP_COLUMNS)
 
 
 def verify_step_changes(verify: pd.DataFrame, step: pd.DataFrame, *, captures, linears) -> pd.DataFrame:
@@ -525,17 +536,25 @@ def verify_step_changes(verify: pd.DataFrame, step: pd.DataFrame, *, captures, l
     return per_step_capture(predict, step, captures=captures, linears=linears, columns=STEP_COLUMNS)
 
 
-def _repaired_time(linear: pd.DataFrame, picks: pd.DataFrame) -> pd.Series:
-    """Serving time at this M of what a repaired cache runs (its pick if its key holds at M)."""
-    row = linear.iloc[0]
-    pick = picks[(picks["op"] == row["op"]) & (picks["shape"] == row["shape"]) & (picks["bucket"] == row["bucket"])]
-    if pick.empty:
-        return linear[linear["default"].fillna(False)]["serving_ms"]
-    p = pick.iloc[0]
-    same = linear[(linear["runner"] == p["runner"]) & (linear["tactic"] == p["tactic"])]
-    if "file_key" in linear and len(same) and same["file_key"].iloc[0] != p["file_key"]:
-        return linear[linear["default"].fillna(False)]["serving_ms"]  # key holds only at the bucket's M
-    return same["serving_ms"]
+def _repaired_rows(v: pd.DataFrame, group: np.ndarray, n_groups: int, picks: pd.DataFrame,
+                   default: np.ndarray) -> np.ndarray:
+    """Per linear at an M: the row of what a repaired cache runs there: its pick at the bucket of the linear's first
+    row, the default where it has none there or the pick's key was recorded at another M (-1: not timed)."""
+    first = _first_by(group >= 0, group, n_groups)
+    chosen = v.iloc[first][["op", "shape", "bucket"]].reset_index(drop=True).merge(
+        picks.drop_duplicates(["op", "shape", "bucket"]), on=["op", "shape", "bucket"], how="left",
+        suffixes=("", "_pick"), indicator=True)
+    has_pick = (chosen["_merge"] == "both").to_numpy()
+    equal = lambda mine, wanted: (mine.astype("string").array == wanted.astype("string").array).fillna(  # noqa: E731
+        False).to_numpy(dtype=bool)
+    at = np.maximum(group, 0)
+    same = equal(v["runner"], chosen["runner"].iloc[at]) & equal(v["tactic"], chosen["tactic"].iloc[at])
+    same = _first_by(same & (group >= 0), group, n_groups)
+    ran = np.where(has_pick, same, default)
+    if "file_key" in v.columns:  # the pick's key holds only at the M verify recorded it at
+        moved = has_pick & (same >= 0) & ~equal(v["file_key"].iloc[np.maximum(same, 0)], chosen["file_key"])
+        ran = np.where(moved, default, ran)
+    return ran
 
 
 def _spearman_by(a: np.ndarray, b: np.ndarray, g: np.ndarray, n_groups: int) -> np.ndarray:
