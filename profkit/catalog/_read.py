@@ -519,11 +519,14 @@ def _loaded_caches(rows: pd.DataFrame, root: Path) -> pd.Series:
     if "command" not in rows.columns or "state" not in rows.columns:
         return pd.Series("", index=rows.index, dtype="string")
     parsed = {command: _cache_arguments(command) for command in rows["command"].dropna().astype(str).unique()}
+    found: dict[str, str] = {}  # each file named once looked up on disk (a file's rows share a few commands)
     out = []
     for command, state in zip(rows["command"], rows["state"]):
         files = parsed.get(str(command), {}) if isinstance(command, str) else {}
         written = files.get(str(state)) or (files.get("") if str(state) == "cache" else None)
-        out.append(_under_root(written, root) if written else "")
+        if written and written not in found:
+            found[written] = _under_root(written, root)
+        out.append(found[written] if written else "")
     return pd.Series(out, index=rows.index, dtype="string")
 
 
