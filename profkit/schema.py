@@ -313,10 +313,11 @@ GROUPS = tuple(_REGISTRY)
 
 def _ratio(frame: pd.DataFrame, numerator: str, denominator: str) -> pd.Series:
     """``numerator / denominator`` where both are finite and positive, else NaN."""
-    top = pd.to_numeric(frame[numerator], errors="coerce").astype("float64")
-    bottom = pd.to_numeric(frame[denominator], errors="coerce").astype("float64")
-    usable = (top > 0) & (bottom > 0) & np.isfinite(top) & np.isfinite(bottom)
-    return (top / bottom).where(usable)
+    top, bottom = (frame[c].to_numpy() if frame[c].dtype == "float64" else  # every conform of a winners frame
+                   pd.to_numeric(frame[c], errors="coerce").astype("float64").to_numpy() for c in (numerator, denominator))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        usable = (top > 0) & (bottom > 0) & np.isfinite(top) & np.isfinite(bottom)
+        return pd.Series(np.where(usable, top / bottom, np.nan), index=frame.index)
 
 
 # Columns computed from others each time a frame is conformed, so they always agree with them (a saved
@@ -398,9 +399,10 @@ def frame(table: str, rows: Iterable[Mapping]) -> pd.DataFrame:
     if not rows:
         return empty(table)
     df = pd.DataFrame.from_records(rows)
-    for name in columns(table):
-        if name not in df.columns:
-            df[name] = pd.Series([None] * len(df), index=df.index, dtype="object")
+    missing = [c for c in _spec(table) if c.name not in df.columns]
+    if missing:  # all missing values, made in their dtype at once (as conform would make them, column by column)
+        df = pd.concat([df, pd.DataFrame({c.name: pd.Series(None, index=df.index, dtype=c.dtype) for c in missing},
+                                         index=df.index)], axis=1)
     return conform(df, table)
 
 
