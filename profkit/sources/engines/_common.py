@@ -348,11 +348,9 @@ def bench_frame(rows: list[dict]) -> pd.DataFrame:
     dtypes = schema.dtypes_of("bench", *_EXTRAS)
     for row in rows:
         _check_types(row, dtypes)
-    required = schema.columns("bench")
-    frame = schema.frame("bench", ({name: row.get(name) for name in required} for row in rows))
-    extra = pd.DataFrame({name: pd.array([row.get(name) for row in rows], dtype=dtype)
-                          for name, dtype in schema.dtypes_of(*_EXTRAS).items()})
-    return pd.concat([frame, extra], axis=1)
+    # Every value now has its column's type: each column is made in its dtype at once (no conversion after).
+    columns = {name: pd.array([row.get(name) for row in rows], dtype=dtype) for name, dtype in dtypes.items()}
+    return schema.conform(pd.DataFrame(columns), "bench")
 
 
 def _check_types(row: dict, dtypes: dict[str, str]) -> None:
