@@ -1,5 +1,5 @@
-"""views.figure_files: the PNG has the pixels savefig draws (laid out once, RGB when opaque, a valid file); a format
-saved after it draws as after savefig."""
+"""views.figure_files: the PNG has the pixels savefig draws with its render settings (laid out once, RGB when opaque,
+a valid file); a format saved after it draws as after savefig."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from profkit import views
+from profkit.views._export import RENDER_RC
 
 
 def _figure(layout: str | None = "constrained", facecolor: str = "white", height: float = 3.0) -> Figure:
@@ -30,7 +31,8 @@ def _figure(layout: str | None = "constrained", facecolor: str = "white", height
 
 def _savefig(fig: Figure, fmt: str) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=views.DPI, metadata={"png": {"Software": None}, "svg": {"Date": None}}[fmt])
+    with mpl.rc_context(RENDER_RC):
+        fig.savefig(buf, format=fmt, dpi=views.DPI, metadata={"png": {"Software": None}, "svg": {"Date": None}}[fmt])
     return buf.getvalue()
 
 
@@ -65,3 +67,12 @@ def test_a_format_after_the_png_draws_as_after_savefig_and_the_figure_is_left_as
         _savefig(before, "png")
         assert list(files) == ["png", "svg"] and files["svg"] == _savefig(before, "svg")
     assert fig.get_layout_engine() is not None and fig.dpi == before.dpi
+
+
+def test_render_settings_apply_while_drawing_and_are_undone():
+    hinting = mpl.rcParams["text.hinting"]
+    png = views.figure_files(_figure(), ["png"])["png"]
+    with mpl.rc_context({"text.hinting": "force_autohint"}):
+        hinted = views.figure_files(_figure(), ["png"])["png"]
+    assert np.array_equal(_pixels(png), _pixels(hinted))  # the render settings win over the caller's
+    assert mpl.rcParams["text.hinting"] == hinting
