@@ -1,27 +1,29 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repo root, after `source .carry/setup.sh`:
 #   TOP_K=10 [DTYPES="fp8 bf16"] bash scripts/device/port_dense.sh OUTDIR
-# Carries another GPU's Llama-3.1-8B step tuning here and proves it in the model step, per dtype:
-#   1. profkit port .dense-in/h200-DTYPE/capture --top-k TOP_K (a fresh process: its compiles count);
+# Carries the other GPU's Llama-3.1-8B step tuning here and proves it in the model step, per dtype. On an H100 the
+# source is the H200's (.dense-in/h200-DTYPE/capture) and the own tuning .dense-in/h100-own-DTYPE/cache.json; on an
+# H200 the source is the H100's (.dense-in/h100-step-DTYPE/capture) and the own .dense-in/h200-DTYPE/cache.json.
+#   1. profkit port SOURCE --top-k TOP_K (a fresh process: its compiles count);
 #   2. one step process, states untuned,cache,advised,ported interleaved over three passes: cache is this GPU's own
-#      tuning (.dense-in/h100-own-DTYPE/cache.json), advised the same file again (the A/A pair: identical
-#      kernels), ported the file step 1 wrote.
+#      tuning, advised the same file again (the A/A pair: identical kernels), ported the file step 1 wrote.
 # Each process's stdout goes to OUTDIR/output.txt, its stderr (FlashInfer's debug log) to a debug.log beside its files.
 set -u
 out=$1
 top_k=${TOP_K:-10}
 mkdir -p "$out"
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then src=h100-step; own=h200; else src=h200; own=h100-own; fi
 for dtype in ${DTYPES:-fp8 bf16}; do
   dir=$out/llama3-8b-$dtype
   mkdir -p "$dir"
   echo "[port_dense] $(date -u +%H:%M:%S) port $dtype top-k $top_k" | tee -a "$out/output.txt"
-  timeout 200 python3 -m profkit.cli.port ".dense-in/h200-$dtype/capture" --top-k "$top_k" --out "$dir/ported" \
+  timeout 200 python3 -m profkit.cli.port ".dense-in/$src-$dtype/capture" --top-k "$top_k" --out "$dir/ported" \
     >> "$out/output.txt" 2> "$dir/port-debug.log"
   echo "[port_dense] $(date -u +%H:%M:%S) port rc=$?" | tee -a "$out/output.txt"
   s=untuned,cache,advised,ported
-  own=.dense-in/h100-own-$dtype/cache.json
   timeout 150 python3 -m profkit.cli.step --model llama3-8b --dtype "$dtype" --states "$s,$s,$s" \
-    --cache "cache=$own" --cache "advised=$own" --cache "ported=$dir/ported/cache.json" --deadline-s 110 \
+    --cache "cache=.dense-in/$own-$dtype/cache.json" --cache "advised=.dense-in/$own-$dtype/cache.json" \
+    --cache "ported=$dir/ported/cache.json" --deadline-s 110 \
     --out "$dir/step" >> "$out/output.txt" 2> "$dir/step-debug.log"
   echo "[port_dense] $(date -u +%H:%M:%S) step rc=$?" | tee -a "$out/output.txt"
 done
