@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from profkit import schema
@@ -290,10 +291,15 @@ def step_rows(inv: Inventory, problems: list) -> dict[Path, pd.DataFrame]:
     ``loaded_cache``."""
     from profkit.sources.engines import read_bench
 
+    paths = inv.paths("step")
+    try:  # every file in one frame (a frame's fixed cost was most of a file's); a file it cannot read: one by one
+        every = _per_file(read_bench(paths, format="profkit-step", strict=True), paths) if paths else {}
+    except ProfkitError:
+        every = {}
     out = {}
-    for p in inv.paths("step"):
+    for p in paths:
         try:
-            rows = read_bench(p, format="profkit-step")
+            rows = every[p] if p in every else read_bench(p, format="profkit-step")
         except ProfkitError as exc:
             problems.append(f"{p}: {exc}")
             continue
@@ -301,6 +307,14 @@ def step_rows(inv: Inventory, problems: list) -> dict[Path, pd.DataFrame]:
         out[p] = rows.assign(source=inv.rel(p.parent), step_set=inv.rel(step_set),
                              loaded_cache=_loaded_caches(rows, inv.root))
     return out
+
+
+def _per_file(rows: pd.DataFrame, paths: Sequence[Path]) -> dict[Path, pd.DataFrame]:
+    """The rows of each of ``paths`` that :func:`read_bench` read together (in their order, each file's rows in a run
+    of its ``source``), as reading each alone gives them."""
+    source = rows["source"].to_numpy(dtype=object)
+    edges = np.flatnonzero(np.r_[True, source[1:] != source[:-1], True])
+    return {p: rows.iloc[i:j].reset_index(drop=True) for p, i, j in zip(paths, edges[:-1], edges[1:])}
 
 
 def split_steps(inv: Inventory, rows: Mapping[Path, pd.DataFrame], parts: Mapping[str, schema.Tables], caches: set[str]

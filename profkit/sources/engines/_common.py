@@ -310,21 +310,21 @@ def collect(path_or_text, *, label: str, parse: RowParser, what: str, strict: bo
     warning and the others are still read, unless ``strict`` or it is the only input.
     """
     items = inputs_of(path_or_text, what="engine output")
-    frames, failures = [], []
+    rows, failures = [], []
     for item in items:
         try:
-            frames.append(_frame_of(item, label=label, parse=parse, what=what))
+            rows += _rows_of(item, label=label, parse=parse, what=what)
         except ParseError as exc:
             if strict or len(items) == 1:
                 raise
             failures.append(exc)
             warnings.warn(f"{exc} (the other inputs are read)", stacklevel=3)
-    if not frames:
+    if not rows:
         raise failures[0]
-    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    return bench_frame(rows)  # one frame of every input's rows: a frame's fixed cost was most of a small file's
 
 
-def _frame_of(item: Input, *, label: str, parse: RowParser, what: str) -> pd.DataFrame:
+def _rows_of(item: Input, *, label: str, parse: RowParser, what: str) -> list[dict]:
     source = load_source(item)
     skipped: list[tuple[int, str]] = []
     with boundary(source.name):
@@ -335,7 +335,7 @@ def _frame_of(item: Input, *, label: str, parse: RowParser, what: str) -> pd.Dat
         _warn_skipped(source, skipped)
     for row in rows:
         row["source"], row["label"] = source.name, label
-    return bench_frame(rows)
+    return rows
 
 
 def bench_frame(rows: list[dict]) -> pd.DataFrame:
@@ -363,7 +363,7 @@ def _check_types(row: dict, dtypes: dict[str, str]) -> None:
     if wrong:
         row["missing"] = ",".join(filter(None, [row.get("missing") or "", *(w.partition("=")[0] for w in wrong)]))
         warnings.warn(f"{row.get('source')}:{row.get('line')}: values that do not fit their column were left empty: "
-                      + ", ".join(wrong), stacklevel=6)
+                      + ", ".join(wrong), stacklevel=5)
 
 
 def typed_value(dtype: str, value) -> tuple[bool, object]:
