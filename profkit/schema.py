@@ -313,8 +313,9 @@ GROUPS = tuple(_REGISTRY)
 
 def _ratio(frame: pd.DataFrame, numerator: str, denominator: str) -> pd.Series:
     """``numerator / denominator`` where both are finite and positive, else NaN."""
-    top, bottom = (frame[c].to_numpy() if frame[c].dtype == "float64" else  # every conform of a winners frame
-                   pd.to_numeric(frame[c], errors="coerce").astype("float64").to_numpy() for c in (numerator, denominator))
+    top, bottom = (column.to_numpy() if column.dtype == np.float64 else  # every conform of a winners frame
+                   pd.to_numeric(column, errors="coerce").astype("float64").to_numpy()
+                   for column in (frame[numerator], frame[denominator]))
     with np.errstate(divide="ignore", invalid="ignore"):
         usable = (top > 0) & (bottom > 0) & np.isfinite(top) & np.isfinite(bottom)
         return pd.Series(np.where(usable, top / bottom, np.nan), index=frame.index)
@@ -413,17 +414,23 @@ def conform(df: pd.DataFrame, table: str) -> pd.DataFrame:
     """
     validate(df, table)
     derived = {name: how(df) for name, (_, how) in _DERIVED.get(table, {}).items()}
-    if derived:
+    if any(not _holds(df, name, values) for name, values in derived.items()):
         df = df.assign(**derived)
     required = columns(table)
-    dtypes = df.dtypes
+    names = df.columns.tolist()  # plain lists: a frame's str Index and dtypes Series are slow to index one by one
+    dtypes = dict(zip(names, df.dtypes.tolist()))
     stale = [c for c in _spec(table) if str(dtypes[c.name]) != c.dtype]
-    if not stale and tuple(df.columns[:len(required)]) == tuple(required) and df.index.equals(
-            pd.RangeIndex(len(df))):
+    if not stale and names[:len(required)] == list(required) and df.index.equals(pd.RangeIndex(len(df))):
         return df.copy(deep=False)  # already conformed (copy-on-write: nothing is copied)
     out = df[list(required) + [c for c in df.columns if c not in required]]
     converted = {c.name: as_dtype(out[c.name], c.dtype, table) for c in stale}
     return (out.assign(**converted) if converted else out).reset_index(drop=True)
+
+
+def _holds(df: pd.DataFrame, name: str, values: pd.Series) -> bool:
+    """Whether ``df`` already has ``name`` as ``values`` (float64, the same numbers and NaNs)."""
+    return name in df.columns and df[name].dtype == np.float64 and np.array_equal(
+        df[name].to_numpy(), values.to_numpy(dtype=float), equal_nan=True)
 
 
 def conform_columns(frame: pd.DataFrame, dtypes: dict[str, str], table: str = "") -> pd.DataFrame:
@@ -846,8 +853,9 @@ def _read_tables(path: Path, *, missing_ok: bool = False) -> Tables:
 def _numbers_as_text(frame: pd.DataFrame, table: str, file: Path) -> pd.DataFrame:
     """``frame``, with a warning naming its text columns (op, runner, ...) that hold numbers: no profkit writer
     stores them so, and an op ``1`` read as the text '1' should not pass unsaid."""
-    numeric = [c.name for c in _spec(table) if c.dtype == "string" and c.name in frame.columns
-               and pd.api.types.is_numeric_dtype(frame[c.name]) and frame[c.name].notna().any()]
+    dtypes = dict(zip(frame.columns.tolist(), frame.dtypes.tolist()))
+    numeric = [c.name for c in _spec(table) if c.dtype == "string" and c.name in dtypes
+               and pd.api.types.is_numeric_dtype(dtypes[c.name]) and frame[c.name].notna().any()]
     if numeric:
         warnings.warn(f"{file}: column(s) {', '.join(numeric)} hold numbers where profkit writes text; read as "
                       "their text (a file profkit did not write?)", stacklevel=5)
