@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -99,7 +100,8 @@ def _value(node):
 
 
 def key_fields(text: str) -> dict:
-    """op, runner, profile and extras (as FlashInfer's text) of a file key ``str((op, runner, ...))``.
+    """op, runner, profile and extras (as FlashInfer's text) of a file key ``str((op, runner, ...))``; the dict is
+    shared between calls: read it, never change it.
 
     Raises:
         ValueError: when the text is not such a key.
@@ -110,6 +112,7 @@ def key_fields(text: str) -> dict:
         raise ValueError("not a cache key: nested too deep") from None
 
 
+@functools.lru_cache(maxsize=4096)  # a key repeats in every cache file of its op and shapes (repeats, ranks, GPUs)
 def _key_fields(text: str) -> dict:
     node = _expression(text, "a cache key")
     if not isinstance(node, ast.Tuple) or len(node.elts) not in (3, 4):
@@ -167,6 +170,7 @@ def add_buckets(frame: pd.DataFrame, shapes_column: str = "profile") -> pd.DataF
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def _shapes(text: str):
     try:
         value = literal(text)
@@ -260,9 +264,7 @@ def read_cache(path, *, strict: bool = False) -> schema.Tables:
     if len(frame):
         frame = add_buckets(frame).sort_values(["run_id", "op", "bucket", "runner"], kind="stable")
     extras = schema.dtypes_of("winners.cache")
-    frame = frame.reindex(columns=list(dict.fromkeys([*frame.columns, *extras])))
-    for column, dtype in extras.items():
-        frame[column] = frame[column].astype(dtype)
+    frame = frame.reindex(columns=list(dict.fromkeys([*frame.columns, *extras]))).astype(extras)
     return schema.Tables(candidates=schema.empty("candidates"), winners=frame.reset_index(drop=True),
                          tuning=schema.empty("tuning"), runs=schema.frame("runs", runs))
 
