@@ -42,3 +42,16 @@ def test_an_unreadable_step_file_is_named_and_the_others_are_read(tmp_path):
     assert len(problems) == 1 and problems[0].startswith(f"{broken}: ")
     together = pd.concat(rows.values(), ignore_index=True)
     assert set(together["model"]) == {"llama3-8b"} and set(together["dtype"]) == {"bf16", "fp8"}
+
+
+def test_the_few_runs_check_only_skips_reductions_that_would_not_happen(monkeypatch):
+    from profkit.catalog import reduced
+    from profkit.catalog.captures import folder_rows
+
+    captures = _inventory([DATA]).paths("capture")
+    folders = folder_rows(captures)
+    # The shipped data: at most 11 runs of one bucket on one GPU, 13 on both GPUs together.
+    for most, few, reduces in ((13, True, False), (12, False, False), (10, False, True)):
+        monkeypatch.setattr(reduced, "MAX_DETAILED_RUNS", most)
+        assert reduced._few_runs(folders) is few
+        assert (reduced.reduce_captures(captures, []) is not None) is reduces

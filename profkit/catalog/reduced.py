@@ -99,13 +99,16 @@ def reduce_captures(captures: Sequence[Path], problems: list) -> Reduced | None:
     """
     if len(captures) <= MAX_DETAILED_RUNS:  # a folder holds one run or a few: too few to need reducing
         return None
+    from profkit.catalog.captures import folder_rows
+
+    folders = folder_rows(captures)
+    if _few_runs(folders):
+        return None
     import duckdb
     import pyarrow as pa
 
-    from profkit.catalog.captures import folder_rows
     from profkit.catalog.reduce import reduce_frames
 
-    folders = folder_rows(captures)
     parts: dict[str, list] = {"decisions": [], "timings": [], "names": [], "runs": []}
     found: list[str] = []
     try:
@@ -139,6 +142,28 @@ def reduce_captures(captures: Sequence[Path], problems: list) -> Reduced | None:
     return Reduced(detailed=tuple(p for p in captures if str(p) in detailed), renames=renames,
                    decisions=_decisions(decisions), timings=_timings(arrow["timings"], arrow["names"], run_ids),
                    runs=runs.assign(run_id=runs["run"].map(run_ids)))
+
+
+def _few_runs(folders: pd.DataFrame) -> bool:
+    """Whether no (op, profile) has candidates of more than :data:`MAX_DETAILED_RUNS` runs (a run id in a folder,
+    as the reduction counts them) on all GPUs together, read from three columns: then none has so many on one GPU
+    and the DuckDB reduction need not run. False where a file cannot be read so (the reduction then tells)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from profkit.catalog.captures import table_files
+
+    runs: dict[tuple, set] = {}
+    files = table_files(folders, "candidates")
+    try:
+        for file, folder in zip(files["file"], files["folder"]):
+            keys = pq.read_table(file, columns=["run_id", "op", "profile"]).group_by(["run_id", "op", "profile"])
+            found = keys.aggregate([])
+            for run_id, op, profile in zip(*(found.column(c).to_pylist() for c in ("run_id", "op", "profile"))):
+                runs.setdefault((op, profile), set()).add((folder, run_id))
+    except (OSError, ValueError, KeyError, pa.ArrowException):
+        return False
+    return all(len(r) <= MAX_DETAILED_RUNS for r in runs.values())
 
 
 def _run_ids(decisions: pd.DataFrame, runs: pd.DataFrame, renames: dict) -> pd.Series:
