@@ -346,11 +346,32 @@ def bench_frame(rows: list[dict]) -> pd.DataFrame:
     added to the row's ``missing``, and a warning names the file, line and value.
     """
     dtypes = schema.dtypes_of("bench", *_EXTRAS)
-    for row in rows:
-        _check_types(row, dtypes)
-    # Every value now has its column's type: each column is made in its dtype at once (no conversion after).
-    columns = {name: pd.array([row.get(name) for row in rows], dtype=dtype) for name, dtype in dtypes.items()}
+    given = set().union(*rows)  # an engine's rows name a few of the columns: the others are missing whole
+    values = {name: [row.get(name) for row in rows] for name in dtypes if name in given}
+    if not all(_typed(dtypes[name], column) for name, column in values.items()):  # checked row by row, as read
+        for row in rows:
+            _check_types(row, dtypes)
+        given = set().union(*rows)
+        values = {name: [row.get(name) for row in rows] for name in dtypes if name in given}
+    # Every value has its column's type: each column is made in its dtype at once (no conversion after).
+    missing = pd.RangeIndex(len(rows))
+    columns = {name: pd.array(values[name], dtype=dtype) if name in values else
+               pd.Series(None, index=missing, dtype=dtype).array for name, dtype in dtypes.items()}
     return schema.conform(pd.DataFrame(columns), "bench")
+
+
+# The type each column's values have when :func:`typed_value` would keep them as they are.
+_KEPT = {"string": str, "float64": float, "Int64": int, "boolean": bool}
+
+
+def _typed(dtype: str, column: list) -> bool:
+    """Whether every value of ``column`` fits ``dtype`` as it is (:func:`typed_value` would keep each): a column's
+    types checked at once, not value by value."""
+    kinds = set(map(type, column)) - {type(None)}
+    if not kinds <= {_KEPT.get(dtype)}:
+        return False
+    ints = [v for v in column if v is not None] if dtype == "Int64" and kinds else []
+    return not ints or (as_int(min(ints)) is not None and as_int(max(ints)) is not None)
 
 
 def _check_types(row: dict, dtypes: dict[str, str]) -> None:
