@@ -205,4 +205,6 @@ def _absolute_sources(inv: Inventory, verified: pd.DataFrame) -> pd.DataFrame:
     """Verify rows with ``source`` as the file's path (the MoE runs name their verify tables so)."""
     if not len(verified):
         return verified
-    return verified.assign(source=[str(inv.root / s) for s in verified["source"].astype(str)])
+    sources = verified["source"].astype(str)
+    path_of = {s: str(inv.root / s) for s in sources.unique()}  # a path made per file, not per row
+    return verified.assign(source=[path_of[s] for s in sources])

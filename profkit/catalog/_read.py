@@ -355,7 +355,7 @@ def verify(inv: Inventory, problems: list, parts: Mapping[str, schema.Tables],
         written = t.runs.get("run_id_as_written", t.runs["run_id"]).fillna(t.runs["run_id"]).astype(str)
         for run_id in set(written):
             holders.setdefault(run_id, []).append(folder)
-    frames = []
+    frames, won = [], {}
     for p in inv.paths("verify"):
         try:
             table = read_verify(p).assign(source=inv.rel(p), folder=inv.rel(p.parent))
@@ -365,7 +365,7 @@ def verify(inv: Inventory, problems: list, parts: Mapping[str, schema.Tables],
         capture, gpu = _verify_meta(p, _nearest(inv, p.parent, prov or {}))
         if gpu and ("verify_gpu" not in table.columns or table["verify_gpu"].isna().all()):
             table = table.assign(verify_gpu=gpu)
-        owner, held = _owner(table, p, capture, parts, holders)
+        owner, held = _owner(table, p, capture, parts, holders, won)
         if owner is None and held:  # its run ids name a capture here whose picks are not the ones it timed
             ids = table["run_id"].dropna().astype(str).unique()
             table = _renamed(table, {i: f"{i}@{p.parent.parent.name}" for i in ids}).assign(
@@ -375,11 +375,12 @@ def verify(inv: Inventory, problems: list, parts: Mapping[str, schema.Tables],
 
 
 def _owner(table: pd.DataFrame, path: Path, written: Path | None, parts: Mapping[str, schema.Tables],
-           holders: Mapping[str, list[str]]) -> tuple[str | None, list[str]]:
+           holders: Mapping[str, list[str]], won: dict) -> tuple[str | None, list[str]]:
     """(the capture folder a verify table re-timed, the captures holding its run ids as written): the capture
     beside it (``profkit.bench.moe_sweep`` writes both in one folder), else the one whose path ends as the
     verify.json's ``capture`` does, else the one whose winners hold most of the table's picks, at least half (a
-    capture verified on another machine, its run id reused by a capture tuned on a second GPU); else None."""
+    capture verified on another machine, its run id reused by a capture tuned on a second GPU); else None.
+    ``won``: each capture folder's winner keys (:func:`_winner_keys`), filled as they are needed."""
     ids = table["run_id"].dropna().astype(str).unique() if "run_id" in table.columns else ()
     held = sorted({folder for run_id in ids for folder in holders.get(run_id, ())})
     if str(path.parent / "capture") in held:
@@ -388,18 +389,31 @@ def _owner(table: pd.DataFrame, path: Path, written: Path | None, parts: Mapping
         ends = [f for f in held if Path(f).parts[-len(written.parts):] == written.parts[-len(Path(f).parts):]]
         if len(ends) == 1:
             return ends[0], held
-    agreement = {folder: _agreement(table, parts[folder].winners) for folder in held}
+    for folder in held:
+        if folder not in won:
+            won[folder] = _winner_keys(parts[folder].winners)
+    agreement = {folder: _agreement(table, won[folder]) for folder in held}
     best = max(held, key=agreement.get, default=None)
     return (best if best is not None and agreement[best] >= 0.5 else None), held
 
 
-def _agreement(table: pd.DataFrame, winners: pd.DataFrame) -> float:
-    """The share of a verify table's picks, (op, bucket, runner, tactic), that are among a capture's winners."""
-    key = ["op", "bucket", "runner", "tactic"]
-    if "winner" not in table.columns or not set(key) <= set(winners.columns):
+_PICK_KEY = ["op", "bucket", "runner", "tactic"]
+
+
+def _winner_keys(winners: pd.DataFrame) -> set | None:
+    """A capture's winners as (op, bucket, runner, tactic) texts; None without those columns."""
+    if not set(_PICK_KEY) <= set(winners.columns):
+        return None
+    return set(map(tuple, winners[_PICK_KEY].astype("string").itertuples(index=False, name=None)))
+
+
+def _agreement(table: pd.DataFrame, won: set | None) -> float:
+    """The share of a verify table's picks, (op, bucket, runner, tactic), that are among a capture's winners
+    (``won``: :func:`_winner_keys`)."""
+    if "winner" not in table.columns or won is None:
         return 0.0
-    picks = table[table["winner"].fillna(False).to_numpy(dtype=bool)][key].astype("string").drop_duplicates()
-    won = set(map(tuple, winners[key].astype("string").itertuples(index=False, name=None)))
+    rows = table[[*_PICK_KEY, "winner"]]  # the few columns used: a filter takes every column
+    picks = rows[rows["winner"].fillna(False).to_numpy(dtype=bool)][_PICK_KEY].astype("string").drop_duplicates()
     found = [pick in won for pick in picks.itertuples(index=False, name=None)]
     return sum(found) / len(found) if found else 0.0
 
