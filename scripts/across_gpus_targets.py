@@ -10,6 +10,8 @@
    set holding a ``ported`` state).
 4. The portability table: per op and GPU pair, at how many (bucket, M) points the carried pick is slower beyond
    noise than the target's own pick, and by how much at worst (:func:`profkit.analysis.portability.portability`).
+5. Not a target: how long a port's shortlist must be, from the two GPUs' own tunings
+   (:func:`profkit.analysis.shortlist.shortlist_reach`: tuner timings, no extra GPU time).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pandas as pd
 
 from profkit import catalog
 from profkit.analysis.portability import carried_picks, port_price, portability
+from profkit.analysis.shortlist import shortlist_reach
 from profkit.analysis.step import compare_steps
 from profkit.catalog import partition
 
@@ -125,6 +128,19 @@ def print_portability(table: pd.DataFrame) -> None:
               f"slower at {r.slower_than_default}")
 
 
+def print_shortlist(data) -> None:
+    print("5. a port's shortlist: the source tuner's top-k re-timed on the target, priced by the target tuner's timings")
+    runs = data.runs.assign(gpu=partition.run_gpus(data.runs).to_numpy())
+    table = shortlist_reach(data.tables.candidates.merge(runs[["run_id", "gpu"]], on="run_id"))
+    if table.empty:
+        print("   no (op, profile) tuned on two GPUs in this data")
+    for r in table.itertuples(index=False):
+        regret = (f"; regret median {100 * r.median_regret:.1f}%, worst {100 * r.worst_regret:.1f}% at {r.worst_at}"
+                  if pd.notna(r.worst_regret) else "")
+        print(f"   {r.op}, {r.source_gpu} -> {r.target_gpu}, top-{r.top_k}: the own pick in the shortlist at "
+              f"{r.own_in_shortlist} of {r.points} points, none timed at {r.none_timed}{regret}")
+
+
 def main(root: str = "data") -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -135,6 +151,7 @@ def main(root: str = "data") -> None:
     print_step_ports(data, steps)
     print_step(steps)
     print_portability(portability(carried_picks(partition.with_gpus(data.verify, data.runs))))
+    print_shortlist(data)
 
 
 if __name__ == "__main__":
