@@ -224,9 +224,9 @@ def picks_across_runs(winners: pd.DataFrame, candidates: pd.DataFrame | None = N
     runs, distinct, at = groups["run_id"].nunique(), groups["tactic"].nunique(), groups.indices
     spread = _pick_spread(won, groups, candidates) if candidates is not None and not candidates.empty else {}
     run_ids, tactics = won["run_id"].to_numpy(dtype=object), won["tactic"].to_numpy(dtype=object)
-    rows = [{"shape": shape, "bucket": int(bucket), "runs": runs[key], "distinct_picks": distinct[key],
+    rows = [{"shape": key[0], "bucket": int(key[1]), "runs": runs[key], "distinct_picks": distinct[key],
              "picks": " ".join(f"{r}={t}" for r, t in zip(run_ids[at[key]], tactics[at[key]])),
-             "spread_pct": spread.get(key, np.nan)} for key in runs.index for shape, bucket in [key]]
+             "spread_pct": spread.get(key, np.nan)} for key in runs.index]
     return conform_columns(pd.DataFrame(rows), ACROSS_RUNS_COLUMNS) if rows else empty(ACROSS_RUNS_COLUMNS)
 
 
