@@ -92,7 +92,7 @@ def comparison_changes(rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     ids = out["_comparison"].to_numpy()
     return out.drop(columns=["_comparison", "_order"]).reset_index(drop=True).assign(
-        where=[comparisons[i][0] for i in ids], baseline=[baselines[k][1] for k in out["_order"]],
+        where=[comparisons[i][0] for i in ids], baseline=[baselines[int(k)][1] for k in out["_order"]],
         loaded_cache=[loaded.get((i, str(x)), "") for i, x in zip(ids, out["state"])])
 
 
