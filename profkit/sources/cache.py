@@ -264,7 +264,9 @@ def read_cache(path, *, strict: bool = False) -> schema.Tables:
     if len(frame):
         frame = add_buckets(frame).sort_values(["run_id", "op", "bucket", "runner"], kind="stable")
     extras = schema.dtypes_of("winners.cache")
-    frame = frame.reindex(columns=list(dict.fromkeys([*frame.columns, *extras]))).astype(extras)
+    frame = frame.reindex(columns=list(dict.fromkeys([*frame.columns, *extras])))
+    for column, dtype in extras.items():
+        frame[column] = frame[column].astype(dtype)
     return schema.Tables(candidates=schema.empty("candidates"), winners=frame.reset_index(drop=True),
                          tuning=schema.empty("tuning"), runs=schema.frame("runs", runs))
 
