@@ -5,7 +5,8 @@
 The report model and its sections are built once (not timed). Then, in alternating rounds, every figure the
 report draws is drawn through the report's own path (``profkit.report._build._drawn``: forked workers, PNG
 bytes back) and ``python -c "import pandas, matplotlib"`` is started, so the figures' wall time prints with its
-ratio to the import measured side by side. Last, each figure is drawn once more in this process with its CPU
+ratio to the import measured side by side, and their CPU seconds (the workers' and this process's: on a shared
+machine the wall time follows what else runs, the CPU seconds much less). Last, each figure is drawn once more in this process with its CPU
 seconds split by stage: build (the plot function makes the artists), layout (the layout engine), rasterise
 (Agg draws the pixels) and encode (the PNG file), costliest first, with its size in pixels and PNG bytes.
 """
@@ -16,6 +17,7 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -108,6 +110,12 @@ def staged(specs: list) -> list[tuple[str, Stages, tuple[int, int], int]]:
     return out
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and its children that have ended (the figure workers, once their pool closes)."""
+    return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for f in ("ru_utime", "ru_stime"))
+
+
 def _subclasses(cls) -> list:
     return [cls] + [s for sub in cls.__subclasses__() for s in _subclasses(sub)]
 
@@ -121,18 +129,20 @@ def main(argv=None) -> int:
     from profkit.report._build import _drawn
 
     specs = report_figures(args.data)
-    walls, imports = [], []
+    walls, cpus, imports = [], [], []
     for _ in range(args.rounds):
-        start = time.perf_counter()
+        start, before = time.perf_counter(), _cpu()
         drawn = list(_drawn(specs, ("png",)))
         walls.append(time.perf_counter() - start)
+        cpus.append(_cpu() - before)
         start = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import pandas, matplotlib"], check=True)
         imports.append(time.perf_counter() - start)
     wall, base = statistics.median(walls), statistics.median(imports)
     workers = os.environ.get("PROFKIT_REPORT_WORKERS", f"min(4, {os.cpu_count()} cores)")
     print(f"{len(specs)} figures, {sum(len(f['png']) for _, f in drawn) / 1e6:.1f} MB of PNG, drawn by {workers} "
-          f"workers: median {wall:.2f} s wall ({wall / base:.1f}x the import; {', '.join(f'{w:.2f}' for w in walls)})")
+          f"workers: median {wall:.2f} s wall ({wall / base:.1f}x the import; {', '.join(f'{w:.2f}' for w in walls)}), "
+          f"{statistics.median(cpus):.2f} s CPU (this process and its workers; wall depends on what else runs)")
     print(f'python -c "import pandas, matplotlib": median {base:.2f} s')
     rows = staged(specs)
     total = Stages(*(sum(getattr(s, k) for _, s, _, _ in rows) for k in ("build", "layout", "rasterise", "encode")))

@@ -170,7 +170,9 @@ _SPECS: list = []  # the figures being drawn: forked workers find them here
 
 def _drawn(specs: list, formats: tuple) -> Iterable[tuple[int, dict[str, bytes]]]:
     """(width in page pixels, {format: bytes}) of each figure, in order; drawn by forked workers where that helps
-    (``PROFKIT_REPORT_WORKERS``: how many; 1 draws here)."""
+    (``PROFKIT_REPORT_WORKERS``: how many; 1 draws here). A worker first freezes what it inherited (``gc.freeze``):
+    its full collections then skip the report's own objects (1.8 -> 0.8 s of the shipped figures' 42 s of CPU)."""
+    import gc
     import multiprocessing as mp
 
     workers = int(os.environ.get("PROFKIT_REPORT_WORKERS", min(4, os.cpu_count() or 1)))
@@ -179,7 +181,7 @@ def _drawn(specs: list, formats: tuple) -> Iterable[tuple[int, dict[str, bytes]]
         return
     _SPECS[:] = specs
     try:
-        with mp.get_context("fork").Pool(min(workers, len(specs))) as pool:
+        with mp.get_context("fork").Pool(min(workers, len(specs)), initializer=gc.freeze) as pool:
             yield from pool.imap(functools.partial(_draw_nth, formats=formats), range(len(specs)))
     finally:
         _SPECS.clear()
