@@ -385,6 +385,11 @@ def test_step_sets_compare_each_run_with_its_own_untuned(whole):
     names = [f.name for f in figures.figures]
     assert figures.collapsed and figures.page == "step" and not section.figures
     assert len(names) == len(set(names)) and "h200-verify_step-bracketed_llama3-8b_fp8" in names
+    # A set holding every step run of its model (the MoE models') is the per-model figure: linked, never drawn twice.
+    per_model = {f.name for f in report.step_times_section(whole).figures}
+    assert "step_times_qwen3-30b-a3b_bf16" in per_model and not any(n.startswith("h200-moe") for n in names)
+    assert "the same runs as [step time per state: qwen3-30b-a3b bf16](#fig-step_times_qwen3-30b-a3b_bf16)" \
+        in figures.text
 
 
 def test_predictions_use_the_step_sets_that_loaded_the_verified_cache(whole):

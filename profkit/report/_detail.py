@@ -176,7 +176,7 @@ def step_times_section(ctx: ReportContext) -> Section | None:
     for (model, dtype), rows in r.step_rows.groupby(["model", "dtype"], sort=True):
         states = ", ".join(s for s in STATE_ORDER if (rows["state"] == s).any())
         figures.append(FigureSpec(
-            f"step_times_{model}_{dtype}", f"Step time per state: {model} {dtype}",
+            _step_times_name(model, dtype), f"Step time per state: {model} {dtype}",
             f"Step time of {model} {dtype} ({states}) across decode batch sizes (left) and prefill chunks (right): "
             "milliseconds on top, relative to untuned below (< 1: faster than FlashInfer's untuned fallback). Markers "
             "are medians over the repetitions, bars min to max; every state at its true size.",
@@ -185,6 +185,8 @@ def step_times_section(ctx: ReportContext) -> Section | None:
                    tuple(figures), page="step", collapsed=True)
 
 
+def _step_times_name(model: str, dtype: str) -> str:
+    return f"step_times_{model}_{dtype}"
 
 
 def step_sets_section(ctx: ReportContext) -> Section | None:
@@ -227,22 +229,31 @@ def step_sets_section(ctx: ReportContext) -> Section | None:
 
 
 def step_set_figures_section(ctx: ReportContext) -> Section | None:
-    """Step time of every step set with a new state (repaired, advised, policies), closed on the page."""
-    figures = []
-    for where, model, dtype, rows in ctx.results.step_comparisons:
+    """Step time of every step set with a new state (repaired, advised, policies), closed on the page; a set that
+    holds every step run of its model and dtype is the per-model figure already: linked, not drawn twice."""
+    r = ctx.results
+    figures, twins = [], []
+    for where, model, dtype, rows in r.step_comparisons:
         states = [s for s in STATE_ORDER if (rows["state"] == s).any()]
         new = [s for s in states if s in NEW_STATES]
         if not new:
             continue
+        title = f"{', '.join(new)} against untuned: {model} {dtype} ({where})"
+        mine = r.step_rows[((r.step_rows["model"] == model) & (r.step_rows["dtype"] == dtype)).to_numpy(dtype=bool)] \
+            if len(r.step_rows) else r.step_rows
+        if "source" in mine and len(mine) and set(mine["source"]) == set(rows["source"]):
+            twins.append(f"- {title}: the same runs as "
+                         f"{ctx.figure(_step_times_name(model, dtype), f'step time per state: {model} {dtype}')}.")
+            continue
         figures.append(FigureSpec(
-            f"{where.replace('/', '_')}_{model}_{dtype}", f"{', '.join(new)} against untuned: {model} {dtype} ({where})",
+            f"{where.replace('/', '_')}_{model}_{dtype}", title,
             f"Step time of {model} {dtype} ({', '.join(states)}) from {where}: milliseconds on top, relative to untuned "
             "below; medians over the repetitions, bars min to max.",
             lambda rows=rows, model=model, dtype=dtype: step_times_grid(rows, model=model, dtype=dtype)))
-    if not figures:
+    if not figures and not twins:
         return None
-    return Section("Step time per step set", "Milliseconds per state in each step set that times a new state.",
-                   tuple(figures), page="step", collapsed=True)
+    text = "\n".join(["Milliseconds per state in each step set that times a new state."] + ([""] + twins if twins else []))
+    return Section("Step time per step set", text, tuple(figures), page="step", collapsed=True)
 
 
 # -- serving --------------------------------------------------------------------------------------
