@@ -170,9 +170,9 @@ def _draw_tuning_time(info: TuningTimeInfo, ax: Axes, *, title: str | None = Non
             ax.figure.legend(handles, names, loc="outside lower center", ncol=len(names), fontsize="x-small")
     elif ax.get_legend_handles_labels()[1]:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small", borderaxespad=0)
-    if note:
+    if note:  # the phases too small to draw on a line of their own: wrapped at the figure's edge, "138 ms" broke
         add_note(ax, "buckets' own windows; each call adds a few ms outside them. profkit's extra default timing "
-                     "is not included" + (f". Too small to draw: {', '.join(hidden)}" if hidden else ""),
+                     "is not included" + (f".\nToo small to draw: {', '.join(hidden)}" if hidden else ""),
                  below_pt=30 if info.per == "op" else 52)
 
 
