@@ -60,13 +60,21 @@ def test_a_transparent_figure_keeps_its_alpha():
 
 
 def test_a_format_after_the_png_draws_as_after_savefig_and_the_figure_is_left_as_savefig_leaves_it():
-    with mpl.rc_context({"svg.hashsalt": "profkit"}):  # SVG ids from a fixed salt: two saves compare equal
-        fig = _figure()
-        files = views.figure_files(fig, ["png", "svg"])
-        before = _figure()
-        _savefig(before, "png")
-        assert list(files) == ["png", "svg"] and files["svg"] == _savefig(before, "svg")
+    fig = _figure()
+    files = views.figure_files(fig, ["png", "svg"])
+    before = _figure()
+    _savefig(before, "png")
+    assert list(files) == ["png", "svg"] and files["svg"] == _savefig(before, "svg")
     assert fig.get_layout_engine() is not None and fig.dpi == before.dpi
+
+
+def test_svg_text_is_text_and_the_files_are_the_same_every_time():
+    fonttype = mpl.rcParams["svg.fonttype"]
+    files = [views.figure_files(_figure(), ["svg", "png"]) for _ in range(2)]
+    svg = files[0]["svg"].decode()
+    assert "step time per state</text>" in svg and "DejaVuSans" not in svg  # no glyph outlines
+    assert files[0] == files[1]  # ids from a fixed salt, no date
+    assert mpl.rcParams["svg.fonttype"] == fonttype  # nothing global changed
 
 
 def test_render_settings_apply_while_drawing_and_are_undone():

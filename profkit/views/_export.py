@@ -16,9 +16,10 @@ from profkit.views._style import DPI
 
 # Deterministic files: no creation date or software name.
 _METADATA = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}
-# Read while drawing, not when the plot functions run: glyphs unhinted. At 200 dpi hinting moves no stroke that
-# shows, and FreeType's hinter cost 11% of the report's figure CPU (text is a third of it).
-RENDER_RC = {"text.hinting": "no_hinting"}
+# Read while drawing, not when the plot functions run: glyphs unhinted (at 200 dpi hinting moves no stroke that
+# shows, and FreeType's hinter cost 11% of the report's figure CPU: text is a third of it); SVG text as text
+# (selectable, searchable, smaller than glyph paths) with ids from a fixed salt (else a random one per save).
+RENDER_RC = {"text.hinting": "no_hinting", "svg.fonttype": "none", "svg.hashsalt": "profkit"}
 
 
 def figure_files(fig: Figure, formats: Iterable[str], *, dpi: float = DPI) -> dict[str, bytes]:
