@@ -3,8 +3,8 @@
 1. Shipped: each GPU's captures per op, and which GPU's captures were verified on which other GPU.
 2. Porting costs at most a third of a full tuning on the target, both in fresh processes with their kernel
    compiles (:func:`profkit.analysis.portability.port_price`; also without compiles). A port without a
-   ``price.json`` (``profkit port`` alone: a dense GEMM tuning) is priced against the same model and dtype's
-   tuning pass on the target GPU in the step sets (its ``tuning_s``).
+   ``price.json`` (``profkit port`` alone: a dense GEMM tuning) is priced by the catalogue against the same model
+   and dtype's tuning pass on the target GPU in the step sets (:mod:`profkit.catalog.ports`).
 3. The ported cache's model step is within noise of the target's own tuned cache or better at every size, and
    never slower than untuned beyond noise (:func:`profkit.analysis.step.compare_steps`, the one rule; the step
    set holding a ``ported`` state).
@@ -16,10 +16,8 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import warnings
-from pathlib import Path
 
 import pandas as pd
 
@@ -50,41 +48,19 @@ def print_shipped(data) -> None:
 def print_price(prices: pd.DataFrame) -> None:
     print("2. port / full tuning on the target (target: at most 1/3 with compiles, fresh processes)")
     if prices.empty:
-        print("   no price.json in this data")
+        print("   no port in this data")
     for p in prices.itertuples(index=False):
-        met = "MET" if p.port_over_fresh_tune <= 1 / 3 else "MISSED"
+        met = ("NOT MEASURED (no tuning on the target)" if pd.isna(p.port_over_fresh_tune) else
+               "MET" if p.port_over_fresh_tune <= 1 / 3 else "MISSED")
+        if pd.notna(p.dtype):  # profkit port alone: a dense tuning, against the target's tuning pass in its step set
+            print(f"   {p.model} {p.dtype}, {p.source_gpu} -> {p.target_gpu}: {p.port_s:.1f} s / {p.fresh_tune_s:.1f} s "
+                  f"(the target's tuning pass in profkit step) = {p.port_over_fresh_tune:.3f}  {met}")
+            continue
         print(f"   {p.model}, {p.source_gpu} -> {p.target_gpu}: with compiles {p.port_s:.1f} s / {p.fresh_tune_s:.1f} s "
               f"(fresh-process tuning) = {p.port_over_fresh_tune:.3f}  {met}")
         print(f"      without compiles {p.port_warm_s:.1f} s / {p.tune_warm_s:.1f} s = "
               f"{p.port_over_tune_without_compiles:.3f}; against the tuning right after the port in its process "
               f"{p.port_s:.1f} s / {p.tune_s:.1f} s = {p.port_over_tune:.3f}")
-
-
-def print_step_ports(data, steps: pd.DataFrame) -> None:
-    """Ports without a price.json: port.json's seconds over the target's own tuning pass of that model and dtype
-    (``steps``: every step row of ``data``)."""
-    files = data.files[data.files["rel"].astype(str).str.endswith("port.json").to_numpy(dtype=bool)]
-    tuned = steps[(steps["state"] == "tuned").to_numpy(dtype=bool) & steps["tuning_s"].notna().to_numpy(dtype=bool)]
-    for path in files["path"]:
-        folder = Path(path).parent.parent
-        if (folder / "price.json").exists():
-            continue  # priced above, by profkit.bench.port_price
-        port = json.loads(Path(path).read_text())
-        rel = folder.relative_to(data.root)
-        ran = steps[steps["step_set"].astype(str).eq(str(rel)).to_numpy(dtype=bool)]
-        if ran.empty:
-            print(f"   {rel}: port.json without a step set beside it: no model to price it against")
-            continue
-        model, dtype = ran["model"].iloc[0], ran["dtype"].iloc[0]
-        own = tuned[(tuned["model"] == model).to_numpy(dtype=bool) & (tuned["dtype"] == dtype).to_numpy(dtype=bool)
-                    & (tuned["gpu"] == port["target_gpu"]).to_numpy(dtype=bool)]
-        if own.empty:
-            print(f"   {rel}: no {model} {dtype} tuning pass on {port['target_gpu']} to price it against")
-            continue
-        ratio = port["port_s"] / own["tuning_s"].iloc[0]
-        print(f"   {model} {dtype}, {port['source_gpu']} -> {port['target_gpu']}: {port['port_s']:.1f} s / "
-              f"{own['tuning_s'].iloc[0]:.1f} s (the target's tuning pass, {own['source'].iloc[0]}) = {ratio:.3f}  "
-              f"{'MET' if ratio <= 1 / 3 else 'MISSED'}")
 
 
 def print_step(steps: pd.DataFrame) -> None:
@@ -148,7 +124,6 @@ def main(root: str = "data") -> None:
     print_shipped(data)
     steps = pd.concat([data.step, data.step_other], ignore_index=True)
     print_price(port_price(data.port_prices))
-    print_step_ports(data, steps)
     print_step(steps)
     print_portability(portability(carried_picks(partition.with_gpus(data.verify, data.runs))))
     print_shortlist(data)

@@ -18,16 +18,20 @@ def idle_caches(cache_events: pd.DataFrame, steps: pd.DataFrame | None = None) -
     """Cache files that did nothing, one row per (cache, why).
 
     ``why`` is ``ignored`` (FlashInfer logged that the file was created in a different environment and ignored
-    it; ``detail`` names the mismatched fields, e.g. ``gpu: saved=NVIDIA H100 80GB HBM3 vs current=NVIDIA H200``)
-    or ``defaults only`` (a step state that loaded the file ran the default tactic, -1, in every layer at every
-    size; ``detail`` names the state). ``where`` is the first log or step folder that shows it, ``times`` how
-    often it was seen.
+    it; ``detail`` names the mismatched fields, e.g. ``gpu: saved=NVIDIA H100 80GB HBM3 vs current=NVIDIA H200``),
+    ``ignored by profkit verify`` / ``ignored by profkit port`` (the same, in a process that re-timed the other
+    GPU's picks: on purpose; the events' ``during``) or ``defaults only`` (a step state that loaded the file ran
+    the default tactic, -1, in every layer at every size; ``detail`` names the state). ``where`` is the first log
+    or step folder that shows it, ``times`` how often it was seen.
     """
     rows = []
     if cache_events is not None and len(cache_events):
         ignored = cache_events[(cache_events["kind"] == "cache_env_mismatch").fillna(False).to_numpy(dtype=bool)]
-        for (path, detail), g in ignored.groupby(["path", "detail"], dropna=False, sort=True):
-            rows.append({"cache": path, "why": "ignored", "detail": detail, "where": str(g["file"].iloc[0]),
+        during = ignored["during"] if "during" in ignored.columns else pd.Series(pd.NA, index=ignored.index)
+        why = ("ignored by " + during.astype("string")).fillna("ignored")
+        for (path, detail, reason), g in ignored.assign(why=why).groupby(["path", "detail", "why"], dropna=False,
+                                                                        sort=True):
+            rows.append({"cache": path, "why": reason, "detail": detail, "where": str(g["file"].iloc[0]),
                          "times": len(g)})
     if steps is not None and len(steps) and {"loaded_cache", "picks", "state"} <= set(steps.columns):
         loaded = steps[(steps["loaded_cache"].fillna("") != "").to_numpy(dtype=bool) & steps["picks"].notna().to_numpy()]

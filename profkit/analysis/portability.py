@@ -34,9 +34,11 @@ PORTABILITY_COLUMNS = {
     "slower_than_default": "Int64", "faster_than_default": "Int64",
 }
 PORT_PRICE_COLUMNS = {
-    "model": "string", "source_gpu": "string", "target_gpu": "string", "top_k": "Int64", "port_s": "float64",
+    "model": "string", "dtype": "string", "source_gpu": "string", "target_gpu": "string", "top_k": "Int64",
+    "port_s": "float64",
     "fresh_tune_s": "float64", "port_over_fresh_tune": "float64", "port_warm_s": "float64", "tune_warm_s": "float64",
     "port_over_tune_without_compiles": "float64", "tune_s": "float64", "port_over_tune": "float64",
+    "fresh_tune_from": "string", "folder": "string",
 }
 _KEY = ["op", "shape", "routing", "m"]
 
@@ -101,10 +103,11 @@ def portability(carried: pd.DataFrame) -> pd.DataFrame:
 
 
 def port_price(prices: pd.DataFrame) -> pd.DataFrame:
-    """What carrying a tuning to a GPU cost against tuning there, per ``price.json`` (:data:`PORT_PRICE_COLUMNS`).
+    """What carrying a tuning to a GPU cost against tuning there, per port (:data:`PORT_PRICE_COLUMNS`).
 
     ``port_over_fresh_tune``: the port with its kernel compiles (its first run in the process) over the same
-    model's tuning call in a fresh process on that GPU (``fresh_tune_s``, NaN when the catalogue holds none);
+    model's tuning in a fresh process on that GPU (``fresh_tune_s``: an MoE's tuning call, a dense model's tuning
+    pass in its step set; NaN when the catalogue holds none); a dense port (``dtype`` set) has no warm pair;
     ``port_over_tune_without_compiles``: both again in the same process, every kernel compiled;
     ``port_over_tune``: the port over the tuning that followed it in its process (some kernels compiled by the
     port already). Sorted by model, source and target GPU.
@@ -115,8 +118,8 @@ def port_price(prices: pd.DataFrame) -> pd.DataFrame:
     p = p.assign(port_over_fresh_tune=p["port_s"] / p["fresh_tune_s"],
                  port_over_tune_without_compiles=p["port_warm_s"] / p["tune_warm_s"],
                  port_over_tune=p["port_s"] / p["tune_s"])
-    p = p.sort_values(["model", "source_gpu", "target_gpu"], kind="stable")
-    return conform_columns(p[list(PORT_PRICE_COLUMNS)].reset_index(drop=True), PORT_PRICE_COLUMNS)
+    p = p.sort_values([c for c in ("model", "dtype", "source_gpu", "target_gpu") if c in p.columns], kind="stable")
+    return conform_columns(p, PORT_PRICE_COLUMNS)
 
 
 def _side(rows: pd.DataFrame, name: str) -> pd.DataFrame:

@@ -23,7 +23,7 @@ from typing import Sequence
 import pandas as pd
 
 from profkit import schema
-from profkit.catalog import _read, partition
+from profkit.catalog import _read, partition, ports
 from profkit.catalog.keys import KEY_COLUMNS, keyed_runs
 from profkit.catalog.reduced import MAX_DETAILED_RUNS, Reductions
 from profkit.catalog.walk import Inventory, walk
@@ -76,11 +76,13 @@ class Catalog:
         verify: every ``verify.parquet``, stacked (``source`` = the file, ``folder`` = its folder).
         policy_tuning: (policy, op, tuning_s) per tuning call of a policy study.
         moe: the MoE runs (:class:`~profkit.sources.moe_runs.MoeRuns`); None when there are none.
-        port_prices: one row per ``profkit.bench.port_price`` result (``price.json``): what carrying another GPU's
-            tuning here cost against a full tuning here (:data:`profkit.catalog._read.PORT_PRICE_COLUMNS`).
+        port_prices: one row per port (``price.json`` of ``profkit.bench.port_price``, or a ``port.json`` of ``profkit
+            port`` alone): what carrying another GPU's tuning here cost against a full tuning here
+            (:data:`profkit.catalog.ports.PORT_PRICE_COLUMNS`).
         cache_events: what FlashInfer's debug logs say of cache files (``file``, ``line``, ``kind``:
             cache_loaded, cache_env_mismatch (ignored: created in a different environment) or cache_not_saved,
-            ``path``, ``detail``: the mismatched fields).
+            ``path``, ``detail``: the mismatched fields, ``during``: ``profkit verify`` or ``profkit port`` where
+            such a process of another GPU's capture wrote the log, so FlashInfer ignored that GPU's file on purpose).
         inputs: what the tables were read from: ``"captures"``, ``"debug logs"`` or ``"cache files"``.
         reductions: where more than :data:`~profkit.catalog.reduced.MAX_DETAILED_RUNS` runs tuned one bucket on one
             GPU, every run reduced where its files lie (:class:`~profkit.catalog.reduced.Reductions`: each
@@ -162,12 +164,14 @@ def open(paths: str | os.PathLike | Sequence[str | os.PathLike], *,  # noqa: A00
         steps = _read.step_rows(inv, problems)
         verified = _read.verify(inv, problems, parts, prov)
         moe = _read.moe(inv, prov, parts, steps, _absolute_sources(inv, verified))
+        port_docs = ports.ports(inv, problems)
+        prices = ports.port_prices(inv, prov, steps, port_docs, problems)
         said = _read.cache_events(inv, tables, problems)
-        prices = _read.port_prices(inv, prov, problems)
     problems = list(tables.problems) + problems
     envs = {str(inv.root / rel) if rel != "." else str(inv.root): doc.get("env") or {} for rel, doc in prov.items()}
     runs = keyed_runs(tables.runs, envs)
     tables = _read._masked_commands(dataclasses.replace(tables, runs=runs))
+    said = ports.tag_cache_events(said, inv, verified, runs, port_docs)
     caches = {str(p) for p in inv.paths("cache")}
     step, other, gpu_captures, gpu_caches = _read.split_steps(inv, steps, parts, caches)
     captures, cache_files = partition.step_captures_of(gpu_captures, gpu_caches, partition.gpus_of(tables.runs))

@@ -230,48 +230,6 @@ def provenance(inv: Inventory, problems: list) -> dict[str, dict]:
     return out
 
 
-PORT_PRICE_COLUMNS = {
-    "folder": "string", "model": "string", "source_gpu": "string", "target_gpu": "string", "top_k": "Int64",
-    "port_cold_s": "float64", "port_warm_s": "float64", "tune_s": "float64", "tune_warm_s": "float64",
-    "fresh_tune_s": "float64", "fresh_tune_from": "string",
-}
-
-
-def port_prices(inv: Inventory, prov: Mapping[str, dict], problems: list) -> pd.DataFrame:
-    """One row per ``price.json`` (:data:`PORT_PRICE_COLUMNS`): the port's and the full tuning's wall seconds, timed
-    in one process, the GPU tuned on (``cold/port.json`` beside it) and the same model's tuning call on the same GPU
-    in a fresh process (the ``tune_call_s`` of the first ``moe_sweep`` provenance.json of that model and GPU, by
-    folder; the port's process had compiled some of the tuning's kernels already)."""
-    from profkit.sources.inputs import as_float
-
-    rows = []
-    ported = set(inv.paths("bench"))
-    for p, doc in _documents(inv, "port_price", problems):
-        times = {k: as_float(doc.get(k)) if isinstance(doc, dict) else None
-                 for k in ("port_cold_s", "port_warm_s", "tune_s", "tune_warm_s")}
-        if None in (times["port_cold_s"], times["tune_s"]):
-            problems.append(f"{p}: expected profkit.bench.port_price's JSON object with port_cold_s and tune_s; "
-                            "skipped")
-            continue
-        source = None
-        if p.parent / "cold" / "port.json" in ported:
-            try:
-                port, _ = load_json(Input(name=str(p.parent / "cold" / "port.json"),
-                                          path=str(p.parent / "cold" / "port.json")))
-                source = port.get("source_gpu") if isinstance(port, dict) else None
-            except ProfkitError as exc:
-                problems.append(str(exc))
-        model, gpu = doc.get("model"), doc.get("gpu")
-        fresh = sorted((folder, as_float(d.get("tune_call_s"))) for folder, d in prov.items()
-                       if d.get("model") == model and (d.get("env") or {}).get("gpu") == gpu
-                       and as_float(d.get("tune_call_s")) is not None)
-        rows.append({"folder": inv.rel(p.parent), "model": model, "source_gpu": source, "target_gpu": gpu,
-                     "top_k": as_int(doc.get("top_k")), **times, "fresh_tune_s": fresh[0][1] if fresh else None,
-                     "fresh_tune_from": fresh[0][0] if fresh else None})
-    frame = pd.DataFrame(rows, columns=list(PORT_PRICE_COLUMNS))
-    return frame.astype(PORT_PRICE_COLUMNS)
-
-
 def op_timings(inv: Inventory, problems: list, renamed: Mapping[str, dict] | None = None) -> pd.DataFrame:
     """Every op_timings.parquet; run ids follow their capture's (``renamed``: :func:`renames`)."""
     frames = []

@@ -12,6 +12,7 @@ name does not say is opened, and then only its first MiB. The kinds:
 ``op_timings``   op timings outside tuning (``op_timings.parquet``)
 ``provenance``   a run's ``provenance.json``
 ``port_price``   ``profkit.bench.port_price``'s ``price.json`` (a port against a full tuning, timed side by side)
+``port``         ``profkit port``'s ``port.json`` (what it re-timed, from which GPU to which, in how many seconds)
 ``bench``        an engine result (SGLang, vLLM, lm-eval), a candidate for ``profkit.read_bench``
 ``folder``       any other folder (walked into)
 ``other``        anything else (documentation, figures, archives, profkit's own outputs): not an input
@@ -31,9 +32,10 @@ FLASHINFER_MARKS = (b" - flashinfer.jit: ", b"[AutoTuner]", b"[Autotuner]", b"Au
 # A v1 cache's keys are "(op, runner, profile, extras)" tuples written as text; newer files carry _metadata.
 _CACHE_MARKS = re.compile(rb'"_metadata"|"\(\s*[\'"]')
 BY_NAME = {"step.jsonl": "step", "verify.parquet": "verify", "op_timings.parquet": "op_timings",
-           "provenance.json": "provenance", "cache.json": "cache", "price.json": "port_price"}
-# profkit's own outputs and files that are nobody's input.
-NOT_INPUTS = {"verify.json", "summary.json", "plan.json", "blocklist.json", "manifest.json", "nvidia-smi.txt",
+           "provenance.json": "provenance", "cache.json": "cache", "price.json": "port_price",
+           "port.json": "port"}
+# profkit's own outputs and files that are nobody's input (``nvidia-smi*.txt``: a GPU's state beside a run).
+NOT_INPUTS = {"verify.json", "summary.json", "plan.json", "blocklist.json", "manifest.json",
               "run.txt", "log.txt", "check.txt", "pth-check.txt"}
 _NOT_INPUT_SUFFIXES = {".md", ".png", ".svg", ".pdf", ".html", ".ipynb", ".py", ".sh", ".xz", ".tar", ".csv",
                        ".src", ".parquet"}
@@ -59,7 +61,7 @@ def file_kind(path: Path) -> str:
     name = path.name
     if name in BY_NAME:
         return BY_NAME[name]
-    if name in NOT_INPUTS or path.suffix in _NOT_INPUT_SUFFIXES:
+    if name in NOT_INPUTS or path.suffix in _NOT_INPUT_SUFFIXES or name.startswith("nvidia-smi"):
         return "other"
     if name.endswith((".log", ".log.gz")):
         return "log"

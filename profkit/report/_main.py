@@ -125,11 +125,24 @@ def cache_lines(results) -> list[str]:
                      f"{files}. Tune on this GPU, or `profkit verify` the other GPU's picks here and `profkit repair` "
                      "a file for this one.")
     for row in idle.itertuples(index=False):
-        if row.why != "ignored":
+        if not row.why.startswith("ignored"):
             lines.append(f"WARNING `{row.cache}` changed nothing: state `{row.detail}` loaded it and ran the default "
                          f"tactic in every layer at every size (`{row.where}`): FlashInfer found no tuned config in it "
                          "for these shapes, or each one it holds is the default.")
     return lines
+
+
+def expected_ignores(results) -> str:
+    """A quiet sentence for the cache files FlashInfer ignored on purpose: in a ``profkit verify`` or ``port`` of
+    another GPU's capture, which reads that GPU's picks itself (empty when there are none)."""
+    idle = results.idle_caches
+    expected = idle[idle["why"].astype(str).str.startswith("ignored by ").to_numpy(dtype=bool)] if len(idle) else idle
+    if expected.empty:
+        return ""
+    processes = " and ".join(sorted(expected["why"].astype(str).str.removeprefix("ignored by ").unique()))
+    return (f" FlashInfer ignored {T.count(len(expected), 'cache file')} made on another GPU in {processes} "
+            "processes, as it should: they re-time that GPU's picks here, read from its capture (the first: "
+            f"`{expected['cache'].iloc[0]}` in `{expected['where'].iloc[0]}`).")
 
 
 def failure_lines(results) -> list[str]:
@@ -162,7 +175,7 @@ def verdict_section(ctx: ReportContext) -> Section:
                 f"Measured on {len(gpus)} kinds of GPU ({', '.join(gpus)}), each judged on its own runs; the "
                 f"figures and detail pages below are {gpus[0]}'s (`profkit report --gpu NAME` for another's)")
     head = (f"{measured}, read from {', '.join(getattr(ctx.data, 'inputs', ('captures',)))}. The same verdicts, "
-            "with the numbers behind them, are in [summary.json](summary.json).")
+            "with the numbers behind them, are in [summary.json](summary.json)." + expected_ignores(r))
     if v.empty:
         return Section("Verdicts", head + "\n\nNo op was tuned in this data.",
                        loud=tuple(cache_lines(r) + failure_lines(r)))
@@ -285,6 +298,13 @@ def across_gpus_title(portability: pd.DataFrame) -> str:
 def port_price_line(row) -> str:
     """One :func:`~profkit.analysis.portability.port_price` row as a sentence: the port's seconds against tuning's."""
     source = f"{row.source_gpu}'s " if not T.missing(row.source_gpu) else ""
+    if T.missing(row.port_warm_s):  # profkit port alone (a dense GEMM tuning): priced against the step's tuning pass
+        what = f"{row.model} {row.dtype}" if not T.missing(row.dtype) else row.model
+        against = ("; no tuning pass of it on this GPU is in this data" if T.missing(row.fresh_tune_s) else
+                   f" against {T.seconds(row.fresh_tune_s)} for the {row.target_gpu}'s own tuning pass in `profkit "
+                   f"step` ({T.times(row.port_over_fresh_tune)})")
+        return (f"Porting the {source}{what} tuning to the {row.target_gpu} (its top-{row.top_k} re-timed at every "
+                f"bucket) took {T.seconds(row.port_s)}{against}.")
     fresh = ("; no tuning of it in a fresh process on this GPU is in this data" if T.missing(row.fresh_tune_s) else
              f" against {T.seconds(row.fresh_tune_s)} for a full tuning in a fresh process there "
              f"({T.times(row.port_over_fresh_tune)})")

@@ -1,0 +1,122 @@
+"""What profkit's own cross-GPU runs left behind: the price of each port, and which debug logs they wrote.
+
+A port is priced against a full tuning on its target GPU: ``profkit.bench.port_price``'s ``price.json`` (an MoE:
+both timed in one process, and the same model's tuning call in a fresh process from a ``provenance.json``), or a
+``profkit port`` alone (``port.json``, a dense GEMM tuning) against the target GPU's own tuning pass of the same
+model and dtype in the step sets. A ``profkit verify`` or ``port`` of another GPU's capture makes FlashInfer ignore
+that GPU's cache file on purpose; :func:`tag_cache_events` says which logs those processes wrote.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Mapping
+
+import pandas as pd
+
+from profkit.catalog._read import _documents
+from profkit.catalog.walk import Inventory
+from profkit.sources.inputs import as_float, as_int
+
+PORT_PRICE_COLUMNS = {
+    "folder": "string", "model": "string", "dtype": "string", "source_gpu": "string", "target_gpu": "string",
+    "top_k": "Int64", "port_cold_s": "float64", "port_warm_s": "float64", "tune_s": "float64",
+    "tune_warm_s": "float64", "fresh_tune_s": "float64", "fresh_tune_from": "string",
+}
+_SAVED_VS_CURRENT = re.compile(r"gpu: saved=(?P<saved>.+?) vs current=(?P<current>.+?)(?:, \w+: saved=|$)")
+
+
+def ports(inv: Inventory, problems: list) -> dict[Path, dict]:
+    """Each readable ``port.json`` (a JSON object naming both GPUs and ``port_s``), by path; others are named."""
+    out = {}
+    for p, doc in _documents(inv, "port", problems):
+        if not isinstance(doc, dict) or as_float(doc.get("port_s")) is None or not doc.get("target_gpu"):
+            problems.append(f"{p}: expected profkit port's JSON object with source_gpu, target_gpu and port_s; skipped")
+            continue
+        out[p] = doc
+    return out
+
+
+def port_prices(inv: Inventory, prov: Mapping[str, dict], steps: Mapping[Path, pd.DataFrame],
+                port_docs: Mapping[Path, dict], problems: list) -> pd.DataFrame:
+    """One row per port (:data:`PORT_PRICE_COLUMNS`): each ``price.json``, and each ``port.json`` in no folder a
+    ``price.json`` prices (``<folder>/<out>/port.json``).
+
+    A ``price.json``: the port's and a full tuning's wall seconds in one process, the GPU tuned on (its
+    ``cold/port.json``) and the same model's tuning call on the same GPU in a fresh process (``tune_call_s`` of the
+    first ``provenance.json`` of that model and GPU, by folder). A ``port.json`` alone: ``port_cold_s`` is its
+    ``port_s``; the model and dtype are those of the step set in its folder, and ``fresh_tune_s`` the target GPU's
+    own tuning pass of them (a step row of state ``tuned`` on that GPU; its folder in ``fresh_tune_from``)."""
+    rows, priced = [], set()
+    for p, doc in _documents(inv, "port_price", problems):
+        times = {k: as_float(doc.get(k)) if isinstance(doc, dict) else None
+                 for k in ("port_cold_s", "port_warm_s", "tune_s", "tune_warm_s")}
+        if None in (times["port_cold_s"], times["tune_s"]):
+            problems.append(f"{p}: expected profkit.bench.port_price's JSON object with port_cold_s and tune_s; "
+                            "skipped")
+            continue
+        priced.add(p.parent)
+        model, gpu = doc.get("model"), doc.get("gpu")
+        fresh = sorted((folder, as_float(d.get("tune_call_s"))) for folder, d in prov.items()
+                       if d.get("model") == model and (d.get("env") or {}).get("gpu") == gpu
+                       and as_float(d.get("tune_call_s")) is not None)
+        rows.append({"folder": inv.rel(p.parent), "model": model, "source_gpu": port_docs.get(
+                         p.parent / "cold" / "port.json", {}).get("source_gpu"), "target_gpu": gpu,
+                     "top_k": as_int(doc.get("top_k")), **times, "fresh_tune_s": fresh[0][1] if fresh else None,
+                     "fresh_tune_from": fresh[0][0] if fresh else None})
+    step_rows = pd.concat(steps.values(), ignore_index=True) if steps else pd.DataFrame()
+    for p, doc in port_docs.items():
+        if p.parent.parent not in priced:
+            rows.append(_dense_port(inv.rel(p.parent.parent), doc, step_rows))
+    return pd.DataFrame(rows, columns=list(PORT_PRICE_COLUMNS)).astype(PORT_PRICE_COLUMNS)
+
+
+def _dense_port(folder: str, doc: dict, steps: pd.DataFrame) -> dict:
+    """A ``port.json`` without a ``price.json``, priced against the target's own tuning pass in the step sets."""
+    row = {"folder": folder, "source_gpu": doc.get("source_gpu"), "target_gpu": doc["target_gpu"],
+           "top_k": as_int(doc.get("top_k")), "port_cold_s": as_float(doc.get("port_s"))}
+    ran = steps[(steps["step_set"] == folder).to_numpy(dtype=bool)] if "step_set" in steps.columns else steps
+    if ran.empty or not {"model", "dtype", "state", "tuning_s", "gpu"} <= set(steps.columns):
+        return row
+    model, dtype = ran["model"].iloc[0], ran["dtype"].iloc[0]
+    own = steps[(steps["state"] == "tuned").to_numpy(dtype=bool) & steps["tuning_s"].notna().to_numpy(dtype=bool)
+                & (steps["model"] == model).to_numpy(dtype=bool) & (steps["dtype"] == dtype).to_numpy(dtype=bool)
+                & (steps["gpu"] == doc["target_gpu"]).to_numpy(dtype=bool)].sort_values("source", kind="stable")
+    row.update(model=model, dtype=dtype)
+    if len(own):
+        row.update(fresh_tune_s=float(own["tuning_s"].iloc[0]), fresh_tune_from=str(own["source"].iloc[0]))
+    return row
+
+
+def tag_cache_events(events: pd.DataFrame, inv: Inventory, verify: pd.DataFrame, runs: pd.DataFrame,
+                     port_docs: Mapping[Path, dict]) -> pd.DataFrame:
+    """``events`` with ``during``: ``profkit verify`` or ``profkit port`` where the log that says FlashInfer ignored a
+    cache (``cache_env_mismatch``) was written by such a process, as its results show: a verify table or a
+    ``port.json`` in the log's folder or below it, timed on the log's GPU (``current=``), of a capture tuned on the
+    ignored file's GPU (``saved=``; a verify table whose capture is not in the catalogue names no such GPU and
+    matches any). Such an ignore is on purpose: the process reads the other GPU's picks from the capture."""
+    from profkit.catalog.partition import run_gpus
+
+    if events is None or events.empty:
+        return events
+    results = [(p.parent, "profkit port", d.get("source_gpu"), d["target_gpu"]) for p, d in port_docs.items()]
+    if len(verify) and {"source", "verify_gpu"} <= set(verify.columns):
+        tuned_on = verify["run_id"].astype("string").map(run_gpus(runs)).astype("string")
+        if "capture_gpu" in verify.columns:
+            tuned_on = verify["capture_gpu"].astype("string").fillna(tuned_on)
+        placed = pd.DataFrame({"source": verify["source"].astype(str), "saved": tuned_on,
+                               "current": verify["verify_gpu"].astype("string")}).drop_duplicates()
+        results += [(Path(inv.root, source).parent, "profkit verify", None if pd.isna(saved) else saved, current)
+                    for source, saved, current in placed.itertuples(index=False)]
+    logs = inv.paths("log")
+    named = {key: p for p in logs for key in (str(p), inv.rel(p))}
+    during = []
+    for log, kind, detail in zip(events["file"].astype(str), events["kind"], events["detail"]):
+        gpus = _SAVED_VS_CURRENT.search(str(detail)) if kind == "cache_env_mismatch" else None
+        folder = named.get(log) or next((p for p in logs if str(p).endswith(f"/{log}")), Path(log))  # a short name
+        folder = folder.parent
+        during.append(next((what for where, what, saved, current in results
+                            if current == gpus["current"] and saved in (None, gpus["saved"])
+                            and (where == folder or folder in where.parents)), None) if gpus else None)
+    return events.assign(during=pd.array(during, dtype="string"))

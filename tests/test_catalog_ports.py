@@ -1,0 +1,86 @@
+"""What profkit's own cross-GPU runs left: a port priced against the target's tuning, and the cache files FlashInfer
+ignored on purpose in a verify or port of another GPU's capture (never a loud "your cache did nothing")."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from profkit import catalog
+from profkit.analysis.caches import idle_caches
+from profkit.analysis.portability import port_price
+from profkit.report import _main
+
+ROOT = Path(__file__).resolve().parents[1]
+VERIFY = ROOT / "data/h100-moe/gpt-oss-120b-verify-cross"  # an H200 capture verified on an H100
+PORT = ROOT / "data/h100/port/llama3-8b-bf16"  # the H200's dense tuning ported to an H100, and its step proof
+OWN_STEP = ROOT / "data/h100/step/llama3-8b-bf16/step.jsonl"  # the H100's own tuning pass
+
+
+def _log_head(lines: int = 3) -> bytes:
+    """The verify process's first debug-log lines: FlashInfer ignoring the H200's cache file on the H100."""
+    head = (VERIFY / "debug.log").read_bytes().splitlines(keepends=True)[:lines]
+    assert any(b"created in a different environment" in line for line in head)
+    return b"".join(head)
+
+
+def _verify_folder(folder: Path, *, timed_on: str | None = None) -> None:
+    """A verify process's folder: its debug log and its table (re-labelled as timed on ``timed_on``)."""
+    (folder / "r0").mkdir(parents=True)
+    (folder / "debug.log").write_bytes(_log_head())
+    table = pd.read_parquet(VERIFY / "gpt-oss-120b-r0/verify.parquet")
+    if timed_on:
+        table = table.assign(verify_gpu=timed_on)
+    table.to_parquet(folder / "r0/verify.parquet")
+
+
+def test_a_verify_of_another_gpus_capture_explains_the_cache_flashinfer_ignored(tmp_path):
+    _verify_folder(tmp_path / "verify-cross")
+    (tmp_path / "serving").mkdir()
+    (tmp_path / "serving/rank0.log").write_bytes(_log_head())  # the same warning from a process of no profkit result
+    _verify_folder(tmp_path / "verify-elsewhere", timed_on="NVIDIA H200")  # its table was timed on another GPU
+
+    data = catalog.open(tmp_path)
+    events = data.cache_events[(data.cache_events["kind"] == "cache_env_mismatch").to_numpy(dtype=bool)]
+    during = {next(k for k in ("verify-cross", "rank0", "verify-elsewhere") if k in f): d
+              for f, d in zip(events["file"], events["during"])}
+    assert during["verify-cross"] == "profkit verify"
+    assert pd.isna(during["rank0"]) and pd.isna(during["verify-elsewhere"])
+
+    idle = idle_caches(data.cache_events)
+    assert sorted(idle["why"]) == ["ignored", "ignored by profkit verify"]
+    assert idle.loc[idle["why"] == "ignored", "times"].item() == 2  # the serving log and the unexplained verify log
+
+    results = SimpleNamespace(idle_caches=idle)
+    loud = _main.cache_lines(results)
+    assert len(loud) == 1 and loud[0].startswith("WARNING your cache did nothing: FlashInfer ignored 1 cache file")
+    quiet = _main.expected_ignores(results)
+    assert "ignored 1 cache file made on another GPU in profkit verify processes, as it should" in quiet
+    assert "verify-cross" in quiet
+
+
+def test_a_port_alone_is_priced_against_the_target_gpus_own_tuning_pass(tmp_path):
+    port = tmp_path / "port/llama3-8b-bf16"
+    shutil.copytree(PORT / "ported", port / "ported", ignore=shutil.ignore_patterns("timings"))
+    shutil.copytree(PORT / "step", port / "step")
+    (tmp_path / "own/llama3-8b-bf16").mkdir(parents=True)
+    shutil.copy(OWN_STEP, tmp_path / "own/llama3-8b-bf16/step.jsonl")
+    lone = tmp_path / "lone/x/ported"  # a port with no step set beside it: no model to price it against
+    shutil.copytree(PORT / "ported", lone, ignore=shutil.ignore_patterns("timings"))
+
+    price = port_price(catalog.open(tmp_path).port_prices).set_index("folder")
+    row = price.loc["port/llama3-8b-bf16"]
+    assert (row["model"], row["dtype"], row["fresh_tune_from"]) == ("llama3-8b", "bf16", "own/llama3-8b-bf16")
+    assert row["source_gpu"] == "NVIDIA H200" and row["target_gpu"] == "NVIDIA H100 80GB HBM3"
+    tuned = pd.read_json(OWN_STEP, lines=True)
+    assert row["fresh_tune_s"] == pytest.approx(tuned.loc[tuned["state"] == "tuned", "tuning_s"].dropna().iloc[0])
+    assert row["port_over_fresh_tune"] == pytest.approx(row["port_s"] / row["fresh_tune_s"])
+    assert pd.isna(row["port_warm_s"]) and pd.isna(price.loc["lone/x", "fresh_tune_s"])
+
+    lines = {folder: _main.port_price_line(r) for folder, r in zip(price.index, price.itertuples(index=False))}
+    assert "own tuning pass in `profkit step` (0.08x)" in lines["port/llama3-8b-bf16"]
+    assert lines["lone/x"].endswith("no tuning pass of it on this GPU is in this data.")
