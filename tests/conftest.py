@@ -18,6 +18,22 @@ DATA = ROOT / "data"
 TEST_DATA = Path(__file__).resolve().parent / "data"
 
 
+# The slowest test files, slowest first (each one's seconds on one worker of the 2-core machine, --durations).
+# --dist loadfile hands files to the workers in collection order, and pyproject's --no-loadscope-reorder keeps this
+# order (xdist's own puts the files with the most tests first): the long files start early and the run ends on short
+# ones on both workers, not on one long file while the other worker idles. Files not named follow, by name.
+SLOWEST_FIRST = (
+    "test_report.py", "test_notebooks.py", "test_autocapture.py", "test_catalog.py", "test_views.py",
+    "test_hostile_round3.py", "test_safe_outputs.py", "test_reader_faults.py", "test_analysis_batched.py",
+    "test_logs.py", "test_flashinfer_0616.py", "test_verify.py", "test_catalog_reduced.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's own order is kept
+
+
 @pytest.fixture(autouse=True)
 def _close_figures():
     yield
@@ -78,7 +94,7 @@ def shipped_h200_results(shipped_h200):
     return analyse(shipped_h200)
 
 
-@pytest.fixture(scope="session")
+@once_per_run
 def shipped_whole():
     """The whole ``data/`` folder: the H200 captures with the verify, advise and MoE results (a Catalog)."""
     from profkit.catalog import open as open_catalog
