@@ -231,7 +231,7 @@ def _math_free(text: Text) -> bool:
             or re.fullmatch(r"\$\\mathdefault\{[^$]*\}\$", raw) is not None)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=NAMES)
 @example(name="gemm $\\frac{$")
 @example(name="x\x1b]0;owned\x07\u202e")

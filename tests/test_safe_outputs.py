@@ -201,7 +201,7 @@ _NAMES = st.one_of(st.sampled_from(HOSTILE), st.text(min_size=1, max_size=12),
                    st.text(alphabet="$`'\"\\;<>&|(){}[]#\n\r\t *?!~=,-:é☃\u202e\x00", min_size=1, max_size=10))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(skip=_NAMES, tuned=_NAMES, runner=_NAMES, folder=_NAMES)
 def test_property_every_file_parses_as_what_it_claims_and_runs_nothing(toy, tmp_path_factory, skip, tuned, runner,
                                                                          folder):
