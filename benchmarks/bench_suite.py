@@ -2,8 +2,11 @@
 
 The other commit is checked out into a temporary git worktree and both suites run one after the
 other with this checkout's interpreter (the same installed packages; each imports its own
-``profkit`` through ``PYTHONPATH``), alternating for ``--rounds`` rounds. Printed: each round's
-seconds, the medians, their ratio, and each suite's warning count. Issue 26's target is half the
+``profkit`` through ``PYTHONPATH``), alternating for ``--rounds`` rounds. The worktree has this
+checkout's ``../shared`` beside it and its ``.venv-extra`` in it (links), so tests that read them run
+alike in both suites (not only here, and without a download there).
+Printed: each round's seconds, the medians, their ratio, and each suite's warning count
+(``--durations N``: also each suite's N slowest tests, from its last round). Issue 26's target is half the
 baseline's time. Run: ``python benchmarks/bench_suite.py --baseline caa818b`` (``--cpus 0,1`` pins
 both to two cores with ``taskset``, as CI's 2-core machine).
 """
@@ -26,9 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET = 0.5
 
 
-def run_suite(checkout: Path, cpus: str | None) -> tuple[float, str]:
-    """Seconds and the last line of one whole-suite run in ``checkout``."""
+def run_suite(checkout: Path, cpus: str | None, durations: int) -> tuple[float, str, list[str]]:
+    """Seconds, the last line and the ``durations`` slowest tests' lines of one whole-suite run in ``checkout``."""
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]  # each checkout's addopts: its summary line
+    if durations:
+        argv.append(f"--durations={durations}")
     if cpus:
         argv = ["taskset", "-c", cpus, *argv]
     env = {**os.environ, "PYTHONPATH": str(checkout)}
@@ -41,7 +46,8 @@ def run_suite(checkout: Path, cpus: str | None) -> tuple[float, str]:
     last = lines[-1] if lines else f"no output (exit {done.returncode}): {done.stderr.strip()[-300:]}"
     if done.returncode != 0:
         last += f"  [exit {done.returncode}]"
-    return seconds, last
+    slowest = [line for line in lines if re.match(r"\d+\.\d+s (call|setup|teardown) ", line)]
+    return seconds, last, slowest
 
 
 def warnings_in(summary: str) -> int:
@@ -54,22 +60,33 @@ def main() -> None:
     parser.add_argument("--baseline", required=True, help="the commit to compare with (e.g. caa818b)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--cpus", default=None, help="taskset CPU list for both suites, e.g. 0,1")
+    parser.add_argument("--durations", type=int, default=0, help="print each suite's N slowest tests")
     args = parser.parse_args()
     if args.cpus and not shutil.which("taskset"):
         parser.error("--cpus needs taskset")
     tmp = Path(tempfile.mkdtemp(prefix="profkit-baseline-"))
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tmp), args.baseline], check=True)
-    suites = {f"baseline {args.baseline}": tmp, "this checkout": ROOT}
+    if (ROOT.parent / "shared").is_dir():
+        (tmp / "shared").symlink_to(ROOT.parent / "shared")
+    baseline = tmp / "profkit"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(baseline), args.baseline],
+                   check=True)
+    if (ROOT / ".venv-extra").is_dir():  # the other FlashInfer wheels the suite installs once, not on each run
+        (baseline / ".venv-extra").symlink_to(ROOT / ".venv-extra")
+    suites = {f"baseline {args.baseline}": baseline, "this checkout": ROOT}
     times: dict[str, list[float]] = {label: [] for label in suites}
     last: dict[str, str] = {}
+    slowest: dict[str, list[str]] = {}
     try:
         for round_ in range(args.rounds):
             for label, checkout in suites.items():
-                seconds, last[label] = run_suite(checkout, args.cpus)
+                seconds, last[label], slowest[label] = run_suite(checkout, args.cpus, args.durations)
                 times[label].append(seconds)
                 print(f"round {round_ + 1}: {label}: {seconds:.0f} s  ({last[label]})", flush=True)
     finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp)], check=False)
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(baseline)], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+    for label, lines in slowest.items():
+        print(f"{label}: slowest {len(lines)} tests (last round)", *lines, sep="\n  ")
     base, mine = (statistics.median(t) for t in times.values())
     for label, t in times.items():
         print(f"{label}: median {statistics.median(t):.0f} s over {len(t)} round(s), "
