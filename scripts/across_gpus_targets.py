@@ -106,8 +106,7 @@ def print_portability(table: pd.DataFrame) -> None:
 
 def print_shortlist(data) -> None:
     print("5. a port's shortlist: the source tuner's top-k re-timed on the target, priced by the target tuner's timings")
-    runs = data.runs.assign(gpu=partition.run_gpus(data.runs).to_numpy())
-    table = shortlist_reach(data.tables.candidates.merge(runs[["run_id", "gpu"]], on="run_id"))
+    table = shortlist_reach(partition.candidates_with_gpus(data))
     if table.empty:
         print("   no (op, profile) tuned on two GPUs in this data")
     for r in table.itertuples(index=False):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -10,6 +11,7 @@ import pytest
 
 from profkit import catalog, report
 from profkit.analysis.portability import PORT_PRICE_COLUMNS, carried_picks, port_price, portability
+from profkit.analysis.shortlist import shortlist_reach
 from profkit.catalog import partition
 
 from conftest import DATA
@@ -79,6 +81,19 @@ def test_the_section_states_agreement_regret_and_price_with_the_figure_and_table
     assert [a.get_title() for a in fig.axes[:3]] == [  # the top row first
         "gpt-oss-120b\nE=128 top_k=4 H=2880 I=2880", "mixtral-8x7b\nE=8 top_k=2 H=4096 I=14336",
         "qwen3-30b-a3b\nE=128 top_k=8 H=2048 I=768"]
+
+
+def test_the_section_says_how_long_a_ports_shortlist_must_be(across, shipped_across):
+    short = shortlist_reach(partition.candidates_with_gpus(shipped_across))
+    s = report.across_gpus_section(dataclasses.replace(across, shortlist=short))
+    assert [t.name for t in s.tables][-1] == "shortlist_reach"
+    for source, target in ((H200, H100), (H100, H200)):
+        rows = short[(short["source_gpu"] == source).to_numpy() & (short["target_gpu"] == target).to_numpy()]
+        three, ten = (rows[rows["top_k"] == k].iloc[0] for k in (3, 10))
+        assert 0 < three["own_in_shortlist"] < ten["own_in_shortlist"] <= ten["points"]  # a longer list holds more
+        line = next(x for x in s.text.splitlines() if f"the {source.split()[1]}'s list on the {target.split()[1]}" in x)
+        assert (f"own pick is in the top-3 at {three['own_in_shortlist']} of {three['points']} points (the best of "
+                f"them at worst {three['worst_regret']:+.1%}), in the top-10 at {ten['own_in_shortlist']}") in line
 
 
 def test_the_title_says_none_when_nothing_is_slower():

@@ -27,6 +27,12 @@ def run_gpus(runs: pd.DataFrame) -> pd.Series:
     return pd.Series(gpu.to_numpy(), index=runs["run_id"].astype("string").to_numpy(), dtype="string")
 
 
+def candidates_with_gpus(catalog) -> pd.DataFrame:
+    """The catalogue's candidate rows, each with its run's GPU (``gpu``)."""
+    candidates = catalog.tables.candidates
+    return candidates.assign(gpu=candidates["run_id"].astype("string").map(run_gpus(catalog.runs)).to_numpy())
+
+
 def gpus(catalog) -> list[str]:
     """The kinds of GPU a catalogue's runs were tuned on, the one with the most runs first."""
     return gpus_of(catalog.runs)

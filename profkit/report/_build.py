@@ -110,7 +110,7 @@ def build_report(data, out: str | Path, *, results=None,
     verdicts = model.verdicts if model is not None else None
     with warnings.catch_warnings(), _style.use_style(style):
         warnings.simplefilter("ignore", UserWarning)
-        across = {k: getattr(model, k) for k in ("portability", "carried", "port_price", "ranks")} if model else {}
+        across = {k: getattr(model, k) for k in ("portability", "carried", "port_price", "shortlist", "ranks")} if model else {}
         ctx = ReportContext(data=data, results=results, verdicts=verdicts, gpus=model.gpus if model else (), **across)
         built = [s for s in (build(ctx) for build in (SECTIONS if sections is None else sections)) if s is not None]
         bar.update()

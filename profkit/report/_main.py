@@ -243,7 +243,8 @@ def across_gpus_section(ctx: ReportContext) -> Section | None:
     figure per GPU pair, and what carrying a tuning cost against tuning there."""
     p = ctx.portability if ctx.portability is not None else pd.DataFrame()
     price = ctx.port_price if ctx.port_price is not None else pd.DataFrame()
-    if p.empty and price.empty:
+    short = ctx.shortlist if ctx.shortlist is not None else pd.DataFrame()
+    if p.empty and price.empty and short.empty:
         return None
     lines = []
     for row in p.itertuples(index=False):
@@ -255,6 +256,7 @@ def across_gpus_section(ctx: ReportContext) -> Section | None:
                      f"{row.faster_than_own}{worst}; against the target's default: faster at "
                      f"{row.faster_than_default}, slower at {row.slower_than_default}.")
     lines += [f"- {port_price_line(row)}" for row in price.itertuples(index=False)]
+    lines += shortlist_lines(short)
     text = "\n".join(["Each carried pick is priced against the default timed in the same process, so the two "
                       "processes' drift cancels; regret is the carried pick's time over the target's own pick's, "
                       "judged by the one rule.", ""] + lines)
@@ -271,7 +273,8 @@ def across_gpus_section(ctx: ReportContext) -> Section | None:
     tables = tuple(t for t in (
         Table(p, "portability") if len(p) else None,
         Table(ctx.named(carried), "carried_picks", sort_by="regret", top=0) if len(carried) else None,
-        Table(price, "port_price") if len(price) else None) if t is not None)
+        Table(price, "port_price") if len(price) else None,
+        Table(short, "shortlist_reach") if len(short) else None) if t is not None)
     return Section("Across GPUs", text, tuple(figures), tables)
 
 
@@ -293,6 +296,26 @@ def across_gpus_title(portability: pd.DataFrame) -> str:
     return (f"The {source}'s picks on the {target}: slower than the {target}'s own pick beyond noise at {slower} of "
             f"{points} points{worst}, faster at {faster}; slower than the {target}'s default at "
             f"{against or 'none'}")
+
+
+def shortlist_lines(table: pd.DataFrame, ks: tuple = (3, 10)) -> list[str]:
+    """How long a port's shortlist must be, per op and GPU pair: at how many points the source tuner's top-k holds the
+    target's own pick, and the worst regret of the best of them (:func:`~profkit.analysis.shortlist.shortlist_reach`;
+    tuner timings, not judged by the rule). Empty without two GPUs' tunings of one op."""
+    if table.empty:
+        return []
+    lines = ["", "How long must a port's shortlist be? From the two GPUs' own tunings (tuner timings, no extra GPU "
+             "time, not judged by the rule: where a short list cannot hold the target's own pick, not what a port "
+             "loses there):"]
+    for (op, source, target), g in table.groupby(["op", "source_gpu", "target_gpu"], sort=True):
+        parts = []
+        for row in g[g["top_k"].isin(ks).to_numpy(dtype=bool)].itertuples(index=False):
+            worst = "" if T.missing(row.worst_regret) else f" (the best of them at worst {row.worst_regret:+.1%})"
+            parts.append(f"in the top-{row.top_k} at {row.own_in_shortlist}" + (
+                f" of {T.count(row.points, 'point')}" if not parts else "") + worst)
+        lines.append(f"- `{op}`, the {gpu_name(source)}'s list on the {gpu_name(target)}: the {gpu_name(target)}'s "
+                     f"own pick is {', '.join(parts)}.")
+    return lines
 
 
 def port_price_line(row) -> str:

@@ -14,6 +14,7 @@ import pandas as pd
 
 from profkit.analysis.portability import carried_picks, port_price, portability
 from profkit.analysis.ranks import repeated_tunings
+from profkit.analysis.shortlist import shortlist_reach
 from profkit.analysis.results import STEPS, Results, analyse
 from profkit.catalog import partition
 
@@ -37,6 +38,8 @@ class ReportModel:
         portability: :func:`~profkit.analysis.portability.portability` of ``carried``.
         port_price: :func:`~profkit.analysis.portability.port_price`: what carrying a tuning to a GPU cost against
             tuning there (empty without a ``price.json``).
+        shortlist: :func:`~profkit.analysis.shortlist.shortlist_reach` of every GPU's candidates: how long a port's
+            shortlist must be to hold the target GPU's own pick (empty with one GPU).
         ranks: per GPU, :func:`~profkit.analysis.ranks.repeated_tunings` of its part: do the ranks and boots that
             tuned one op and shape there agree, and what their disagreement costs (empty frames without repeats);
             from the part's reductions where the catalogue read many runs so (every run counts).
@@ -51,6 +54,7 @@ class ReportModel:
     carried: pd.DataFrame
     portability: pd.DataFrame
     port_price: pd.DataFrame
+    shortlist: pd.DataFrame
     ranks: dict
 
 
@@ -76,6 +80,7 @@ def build_model(catalog, *, gpu: str | None = None, progress=None) -> ReportMode
     carried = carried_picks(partition.with_gpus(verify, catalog.runs))
     return ReportModel(catalog=catalog, gpus=gpus, gpu=gpu, data=parts[gpu], results=results[gpu], verdicts=verdicts,
                        carried=carried, portability=portability(carried), port_price=port_price(catalog.port_prices),
+                       shortlist=shortlist_reach(partition.candidates_with_gpus(catalog) if len(gpus) > 1 else None),
                        ranks=ranks)
 
 

@@ -111,7 +111,8 @@ def page_file(page: str, ext: str = "html") -> str:
 class ReportContext:
     """What a section builder reads: one GPU's frames (``data``), the analyses over them (``results``), every GPU's
     verdicts (``verdicts``: one row per op and GPU; None: ``results.op_verdicts``), the GPUs (``gpus``) and what
-    one GPU's tuning is worth on another (``carried``, ``portability``, ``port_price``: the report model's), and
+    one GPU's tuning is worth on another (``carried``, ``portability``, ``port_price``, ``shortlist``: the report
+    model's), and
     whether each GPU's ranks and boots agree (``ranks``: the report model's, one ``RankAnswers`` per GPU)."""
 
     data: object
@@ -121,6 +122,7 @@ class ReportContext:
     portability: object = None
     carried: object = None
     port_price: object = None
+    shortlist: object = None
     ranks: object = None
 
     @property
