@@ -25,7 +25,8 @@ TEST_DATA = Path(__file__).resolve().parent / "data"
 SLOWEST_FIRST = (
     "test_report.py", "test_notebooks.py", "test_autocapture.py", "test_catalog.py", "test_views.py",
     "test_hostile_round3.py", "test_safe_outputs.py", "test_reader_faults.py", "test_analysis_batched.py",
-    "test_logs.py", "test_flashinfer_0616.py", "test_verify.py", "test_catalog_reduced.py",
+    "test_logs.py", "test_flashinfer_0616.py", "test_verify.py", "test_catalog_reduced.py", "test_capture_writer.py",
+    "test_moe.py", "test_capture_faults.py", "test_report_across_gpus.py", "test_moe_sm90.py", "test_ranks.py",
 )
 
 
