@@ -1,12 +1,14 @@
 """The report's figures on the shipped data: their wall time as the report draws them, and where each one's CPU goes.
 
-    .venv/bin/python benchmarks/bench_figures.py [--rounds N] [--top N] [--data DIR]
+    .venv/bin/python benchmarks/bench_figures.py [--rounds N] [--top N] [--data DIR] [--baseline DIR]
 
 The report model and its sections are built once (not timed). Then, in alternating rounds, every figure the
 report draws is drawn through the report's own path (``profkit.report._build._drawn``: forked workers, PNG
 bytes back) and ``python -c "import pandas, matplotlib"`` is started, so the figures' wall time prints with its
 ratio to the import measured side by side, and their CPU seconds (the workers' and this process's: on a shared
-machine the wall time follows what else runs, the CPU seconds much less). Last, each figure is drawn once more in this process with its CPU
+machine the wall time follows what else runs, the CPU seconds much less). ``--baseline DIR`` (another checkout,
+e.g. ``git archive <commit> | tar -x -C DIR``) draws that checkout's figures in a child process in the same
+rounds, so before and after print side by side. Last, each figure is drawn once more in this process with its CPU
 seconds split by stage: build (the plot function makes the artists), layout (the layout engine), rasterise
 (Agg draws the pixels) and encode (the PNG file), costliest first, with its size in pixels and PNG bytes.
 """
@@ -120,29 +122,66 @@ def _subclasses(cls) -> list:
     return [cls] + [s for sub in cls.__subclasses__() for s in _subclasses(sub)]
 
 
+def draw_once(specs: list) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds and PNG bytes of drawing every figure as the report does."""
+    from profkit.report._build import _drawn
+
+    start, before = time.perf_counter(), _cpu()
+    drawn = list(_drawn(specs, ("png",)))
+    return time.perf_counter() - start, _cpu() - before, sum(len(f["png"]) for _, f in drawn)
+
+
+def serve(data_dir: Path) -> None:
+    """The baseline's side: build the figures once, then draw them once per line read, printing wall, CPU, bytes."""
+    specs = report_figures(data_dir)
+    print(len(specs), flush=True)
+    for _ in sys.stdin:
+        print(*draw_once(specs), flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--top", type=int, default=15, help="figures listed by CPU seconds")
     parser.add_argument("--data", type=Path, default=ROOT / "data", help="what to report on (default: the shipped data)")
+    parser.add_argument("--baseline", type=Path, help="another checkout of profkit, drawn in the same rounds")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the baseline's child process
     args = parser.parse_args(argv)
-    from profkit.report._build import _drawn
-
+    if args.serve:
+        serve(args.data)
+        return 0
     specs = report_figures(args.data)
-    walls, cpus, imports = [], [], []
+    child = None
+    if args.baseline:
+        child = subprocess.Popen([sys.executable, __file__, "--serve", "--data", str(args.data.resolve())],
+                                 env={**os.environ, "PYTHONPATH": str(args.baseline.resolve())}, text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        n_baseline = int(child.stdout.readline())
+    runs: dict[str, list[tuple[float, float, int]]] = {"this checkout": [], "baseline": []}
+    imports = []
     for _ in range(args.rounds):
-        start, before = time.perf_counter(), _cpu()
-        drawn = list(_drawn(specs, ("png",)))
-        walls.append(time.perf_counter() - start)
-        cpus.append(_cpu() - before)
+        runs["this checkout"].append(draw_once(specs))
+        if child:
+            child.stdin.write("draw\n")
+            child.stdin.flush()
+            wall, cpu, size = child.stdout.readline().split()
+            runs["baseline"].append((float(wall), float(cpu), int(size)))
         start = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import pandas, matplotlib"], check=True)
         imports.append(time.perf_counter() - start)
-    wall, base = statistics.median(walls), statistics.median(imports)
+    if child:
+        child.stdin.close()
+        child.wait()
+    base = statistics.median(imports)
     workers = os.environ.get("PROFKIT_REPORT_WORKERS", f"min(4, {os.cpu_count()} cores)")
-    print(f"{len(specs)} figures, {sum(len(f['png']) for _, f in drawn) / 1e6:.1f} MB of PNG, drawn by {workers} "
-          f"workers: median {wall:.2f} s wall ({wall / base:.1f}x the import; {', '.join(f'{w:.2f}' for w in walls)}), "
-          f"{statistics.median(cpus):.2f} s CPU (this process and its workers; wall depends on what else runs)")
+    print(f"drawn by {workers} workers; CPU = this process and its workers (wall depends on what else runs)")
+    for label, n in (("this checkout", len(specs)), ("baseline", n_baseline if child else 0)):
+        if runs[label]:
+            walls, cpus, sizes = zip(*runs[label])
+            wall = statistics.median(walls)
+            print(f"{label:14s} {n} figures, {sizes[-1] / 1e6:.1f} MB of PNG: median {wall:.2f} s wall "
+                  f"({wall / base:.1f}x the import; {', '.join(f'{w:.2f}' for w in walls)}), median "
+                  f"{statistics.median(cpus):.2f} s CPU ({', '.join(f'{c:.2f}' for c in cpus)})")
     print(f'python -c "import pandas, matplotlib": median {base:.2f} s')
     rows = staged(specs)
     total = Stages(*(sum(getattr(s, k) for _, s, _, _ in rows) for k in ("build", "layout", "rasterise", "encode")))

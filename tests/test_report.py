@@ -392,6 +392,22 @@ def test_step_sets_compare_each_run_with_its_own_untuned(whole):
         in figures.text
 
 
+def test_step_times_grid_draws_a_step_sets_relative_row_alone_and_each_y_label_once():
+    from profkit.report._figures import step_times_grid
+
+    rows = pd.DataFrame([{"model": "m", "dtype": "bf16", "phase": phase, "tokens": t, "state": state,
+                          "step_ms": t * factor} for phase in ("decode", "prefill")
+                         for state, factor in (("untuned", 1.0), ("repaired", 0.9)) for t in (1, 4)])
+    relative = ["m bf16, decode: step time relative to untuned", "prefill / untuned"]
+    both = step_times_grid(rows, model="m", dtype="bf16")
+    assert [ax.get_title() for ax in both.axes] == ["m bf16, decode: step time per state", "prefill"] + relative
+    assert [bool(ax.get_ylabel()) for ax in both.axes] == [True, False, True, False]
+    alone = step_times_grid(rows, model="m", dtype="bf16", ms=False)
+    assert [ax.get_title() for ax in alone.axes] == relative and alone.axes[0].get_legend() is not None
+    no_untuned = step_times_grid(rows[rows["state"] == "repaired"], model="m", dtype="bf16", ms=False)
+    assert [ax.get_title() for ax in no_untuned.axes] == ["m bf16, decode: step time per state", "prefill"]
+
+
 def test_predictions_use_the_step_sets_that_loaded_the_verified_cache(whole):
     p = whole.results.predictions
     cache = p[p["against"] == "verify_cache"]

@@ -229,8 +229,9 @@ def step_sets_section(ctx: ReportContext) -> Section | None:
 
 
 def step_set_figures_section(ctx: ReportContext) -> Section | None:
-    """Step time of every step set with a new state (repaired, advised, policies), closed on the page; a set that
-    holds every step run of its model and dtype is the per-model figure already: linked, not drawn twice."""
+    """Step time of every step set with a new state (repaired, advised, policies) relative to untuned, closed on the
+    page; a set that holds every step run of its model and dtype is the per-model figure already: linked, not drawn
+    twice."""
     r = ctx.results
     figures, twins = [], []
     for where, model, dtype, rows in r.step_comparisons:
@@ -241,18 +242,20 @@ def step_set_figures_section(ctx: ReportContext) -> Section | None:
         title = f"{', '.join(new)} against untuned: {model} {dtype} ({where})"
         mine = r.step_rows[((r.step_rows["model"] == model) & (r.step_rows["dtype"] == dtype)).to_numpy(dtype=bool)] \
             if len(r.step_rows) else r.step_rows
+        per_model = ctx.figure(_step_times_name(model, dtype), f"step time per state: {model} {dtype}")
         if "source" in mine and len(mine) and set(mine["source"]) == set(rows["source"]):
-            twins.append(f"- {title}: the same runs as "
-                         f"{ctx.figure(_step_times_name(model, dtype), f'step time per state: {model} {dtype}')}.")
+            twins.append(f"- {title}: the same runs as {per_model}.")
             continue
+        caption = (f"Step time of {model} {dtype} ({', '.join(states)}) from {where}"
+                   + (" relative to untuned (< 1: faster)" if "untuned" in states else "")
+                   + ", decode left, prefill right; medians over the repetitions, bars min to max."
+                   + (f" The model's step in milliseconds (the tuning-pass runs): {per_model}." if len(mine) else ""))
         figures.append(FigureSpec(
-            f"{where.replace('/', '_')}_{model}_{dtype}", title,
-            f"Step time of {model} {dtype} ({', '.join(states)}) from {where}: milliseconds on top, relative to untuned "
-            "below; medians over the repetitions, bars min to max.",
-            lambda rows=rows, model=model, dtype=dtype: step_times_grid(rows, model=model, dtype=dtype)))
+            f"{where.replace('/', '_')}_{model}_{dtype}", title, caption,
+            lambda rows=rows, model=model, dtype=dtype: step_times_grid(rows, model=model, dtype=dtype, ms=False)))
     if not figures and not twins:
         return None
-    text = "\n".join(["Milliseconds per state in each step set that times a new state."] + ([""] + twins if twins else []))
+    text = "\n".join(["Each step set that times a new state, against untuned per size."] + ([""] + twins if twins else []))
     return Section("Step time per step set", text, tuple(figures), page="step", collapsed=True)
 
 

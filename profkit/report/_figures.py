@@ -81,11 +81,13 @@ def small_multiples(frame: pd.DataFrame, draw: Callable, *, labels: Mapping[str,
 
 
 @_style.styled
-def step_times_grid(rows: pd.DataFrame, *, model: str, dtype: str) -> Figure:
+def step_times_grid(rows: pd.DataFrame, *, model: str, dtype: str, ms: bool = True) -> Figure:
     """Decode and prefill side by side, ms above and relative to untuned below (each column's x axis shared,
-    labelled once); one legend, one note."""
+    labelled once; each row's y label once, on the left); one legend, one note. ``ms=False``: the relative row
+    only, where untuned was timed (a step set's question: the new state against untuned)."""
     phases = [p for p in ("decode", "prefill") if (rows["phase"] == p).any()] or ["decode"]
-    scales = (None, "untuned") if (rows["state"] == "untuned").any() else (None,)
+    relative = ("untuned",) if (rows["state"] == "untuned").any() else ()
+    scales = ((None,) if ms or not relative else ()) + relative
     fig = Figure(figsize=(11.0, 3.5 * len(scales)), layout="constrained")
     axes = fig.subplots(len(scales), len(phases), squeeze=False, sharex="col", width_ratios=[3, 1][:len(phases)])
     for col, phase in enumerate(phases):
@@ -96,4 +98,6 @@ def step_times_grid(rows: pd.DataFrame, *, model: str, dtype: str) -> Figure:
                             ax=axes[row, col])
             if row < len(scales) - 1:
                 axes[row, col].set_xlabel("")
+            if col:
+                axes[row, col].set_ylabel("")
     return fig
