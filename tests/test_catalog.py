@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -50,6 +52,31 @@ def test_an_h100_run_beside_an_h200_run_is_two_gpus_not_a_repeat(tmp_path, monke
                                             first=list(part.runs["run_id"]), candidates=part.tables.candidates).empty
     # Without the split the two GPUs' timings would pool into one noise estimate, as repeats.
     assert set(profkit.analysis.noise(cat.tables.candidates)["noise_source"]) == {"repeats"}
+
+
+def test_a_gpu_analysed_in_a_forked_worker_gives_what_this_process_gives(tmp_path, monkeypatch):
+    _capture_on("NVIDIA H200", tmp_path / "h200" / "capture", monkeypatch)
+    _capture_on("NVIDIA H100 80GB HBM3", tmp_path / "h100" / "capture", monkeypatch)
+    cat = catalog.open(tmp_path)
+    from profkit.report import _model
+
+    analyse = _model.analyse
+    def marked(part, **kwargs):  # noqa: E306 - leaves the id of the process that analysed a part
+        (tmp_path / f"analysed-in-{os.getpid()}").touch()
+        return analyse(part, **kwargs)
+
+    monkeypatch.setattr(_model, "analyse", marked)
+    models = {}
+    for workers in ("1", "2"):  # 2: the second GPU's part is analysed in a forked worker, its results pickled back
+        monkeypatch.setenv("PROFKIT_REPORT_WORKERS", workers)
+        models[workers] = build_model(cat, gpu=partition.gpus(cat)[1])
+    here, forked = models["1"], models["2"]
+    assert len(list(tmp_path.glob("analysed-in-*"))) == 2  # here, and a forked worker
+    pd.testing.assert_frame_equal(here.verdicts, forked.verdicts)
+    frames = [f.name for f in dataclasses.fields(here.results) if isinstance(getattr(here.results, f.name), pd.DataFrame)]
+    assert "op_verdicts" in frames and "winners" in frames
+    for name in frames:
+        pd.testing.assert_frame_equal(getattr(here.results, name), getattr(forked.results, name), obj=name)
 
 
 def test_one_gpu_is_the_whole_catalogue():

@@ -9,6 +9,7 @@ unless another is asked for; the first screen shows every GPU's verdicts.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pandas as pd
 
@@ -71,7 +72,7 @@ def build_model(catalog, *, gpu: str | None = None, progress=None) -> ReportMode
     gpu = gpu or gpus[0]
     parts = {g: partition.for_gpu(catalog, g) for g in gpus}
     say = progress or (lambda name: None)
-    results = {g: analyse(parts[g], progress=lambda name, g=g: say(f"{g}: {name}")) for g in gpus}
+    results = _analysed(parts, say)
     say("across GPUs and ranks")
     verdicts = pd.concat([results[g].op_verdicts.assign(gpu=g, flashinfer=_versions(parts[g].runs)) for g in gpus],
                          ignore_index=True)
@@ -82,6 +83,38 @@ def build_model(catalog, *, gpu: str | None = None, progress=None) -> ReportMode
                        carried=carried, portability=portability(carried), port_price=port_price(catalog.port_prices),
                        shortlist=shortlist_reach(partition.candidates_with_gpus(catalog) if len(gpus) > 1 else None),
                        ranks=ranks)
+
+
+_PARTS: dict = {}  # the GPUs' parts being analysed: forked workers find them here
+
+
+def _analysed(parts: dict, say) -> dict:
+    """:func:`analyse` of each GPU's part, in order. With several GPUs and cores, the other GPUs' parts are analysed
+    in forked workers while this process analyses the first (``PROFKIT_REPORT_WORKERS``: at most how many processes;
+    1 analyses here); a worker's steps are said when its results arrive."""
+    import multiprocessing as mp
+
+    gpus = list(parts)
+    cores = int(os.environ.get("PROFKIT_REPORT_WORKERS", min(4, os.cpu_count() or 1)))
+    workers = min(len(gpus) - 1, cores - 1)
+    if workers < 1 or "fork" not in mp.get_all_start_methods():
+        return {g: analyse(parts[g], progress=lambda name, g=g: say(f"{g}: {name}")) for g in gpus}
+    _PARTS.update(parts)
+    try:
+        with mp.get_context("fork").Pool(workers) as pool:
+            pending = {g: pool.apply_async(_analyse_part, (g,)) for g in gpus[1:]}
+            results = {gpus[0]: analyse(parts[gpus[0]], progress=lambda name: say(f"{gpus[0]}: {name}"))}
+            for g, result in pending.items():
+                results[g] = result.get()
+                for name in STEPS:
+                    say(f"{g}: {name}")
+    finally:
+        _PARTS.clear()
+    return results
+
+
+def _analyse_part(gpu: str) -> Results:
+    return analyse(_PARTS[gpu])
 
 
 def _repeated(part, results: Results, gpu: str):
