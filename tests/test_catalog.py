@@ -77,6 +77,11 @@ def test_a_gpu_analysed_in_a_forked_worker_gives_what_this_process_gives(tmp_pat
     assert "op_verdicts" in frames and "winners" in frames
     for name in frames:
         pd.testing.assert_frame_equal(getattr(here.results, name), getattr(forked.results, name), obj=name)
+    for gpu in here.gpus:  # the rank questions, answered where the part was analysed
+        for field in dataclasses.fields(here.ranks[gpu]):
+            mine, theirs = getattr(here.ranks[gpu], field.name), getattr(forked.ranks[gpu], field.name)
+            if isinstance(mine, pd.DataFrame):
+                pd.testing.assert_frame_equal(mine, theirs, obj=field.name)
 
 
 def test_one_gpu_is_the_whole_catalogue():

@@ -72,11 +72,11 @@ def build_model(catalog, *, gpu: str | None = None, progress=None) -> ReportMode
     gpu = gpu or gpus[0]
     parts = {g: partition.for_gpu(catalog, g) for g in gpus}
     say = progress or (lambda name: None)
-    results = _analysed(parts, say)
+    answered = _analysed(parts, say)
+    results, ranks = {g: a[0] for g, a in answered.items()}, {g: a[1] for g, a in answered.items()}
     say("across GPUs and ranks")
     verdicts = pd.concat([results[g].op_verdicts.assign(gpu=g, flashinfer=_versions(parts[g].runs)) for g in gpus],
                          ignore_index=True)
-    ranks = {g: _repeated(parts[g], results[g], g) for g in gpus}
     verify = catalog.verify
     carried = carried_picks(partition.with_gpus(verify, catalog.runs))
     return ReportModel(catalog=catalog, gpus=gpus, gpu=gpu, data=parts[gpu], results=results[gpu], verdicts=verdicts,
@@ -89,32 +89,35 @@ _PARTS: dict = {}  # the GPUs' parts being analysed: forked workers find them he
 
 
 def _analysed(parts: dict, say) -> dict:
-    """:func:`analyse` of each GPU's part, in order. With several GPUs and cores, the other GPUs' parts are analysed
-    in forked workers while this process analyses the first (``PROFKIT_REPORT_WORKERS``: at most how many processes;
-    1 analyses here); a worker's steps are said when its results arrive."""
+    """(:func:`analyse`, :func:`_repeated`) of each GPU's part, in order. With several GPUs and cores, the other GPUs'
+    parts are answered in forked workers while this process answers the first (``PROFKIT_REPORT_WORKERS``: at most
+    how many processes; 1 answers here); a worker's steps are said when its answers arrive."""
     import multiprocessing as mp
 
     gpus = list(parts)
+    _PARTS.update(parts)
     cores = int(os.environ.get("PROFKIT_REPORT_WORKERS", min(4, os.cpu_count() or 1)))
     workers = min(len(gpus) - 1, cores - 1)
-    if workers < 1 or "fork" not in mp.get_all_start_methods():
-        return {g: analyse(parts[g], progress=lambda name, g=g: say(f"{g}: {name}")) for g in gpus}
-    _PARTS.update(parts)
     try:
+        if workers < 1 or "fork" not in mp.get_all_start_methods():
+            return {g: _answered(g, progress=lambda name, g=g: say(f"{g}: {name}")) for g in gpus}
         with mp.get_context("fork").Pool(workers) as pool:
-            pending = {g: pool.apply_async(_analyse_part, (g,)) for g in gpus[1:]}
-            results = {gpus[0]: analyse(parts[gpus[0]], progress=lambda name: say(f"{gpus[0]}: {name}"))}
-            for g, result in pending.items():
-                results[g] = result.get()
+            pending = {g: pool.apply_async(_answered, (g,)) for g in gpus[1:]}
+            answers = {gpus[0]: _answered(gpus[0], progress=lambda name: say(f"{gpus[0]}: {name}"))}
+            for g, answer in pending.items():
+                answers[g] = answer.get()
                 for name in STEPS:
                     say(f"{g}: {name}")
     finally:
         _PARTS.clear()
-    return results
+    return answers
 
 
-def _analyse_part(gpu: str) -> Results:
-    return analyse(_PARTS[gpu])
+def _answered(gpu: str, progress=None) -> tuple:
+    """What the report asks of one GPU's part (in ``_PARTS``): its analyses and its rank questions."""
+    part = _PARTS[gpu]
+    results = analyse(part, progress=progress)
+    return results, _repeated(part, results, gpu)
 
 
 def _repeated(part, results: Results, gpu: str):
