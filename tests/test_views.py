@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.collections import PathCollection
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 import profkit
@@ -354,13 +355,17 @@ def test_step_times_info():
 def test_step_times_lines_per_state_at_the_batch_sizes():
     fig = views.plot_step_times(step_bench(states=("torch", "cache", "tuned", "untuned"), tokens=(1, 4, 16)))
     ax = fig.axes[0]
-    assert len(ax.containers) == 4  # one errorbar per state
-    for bars in ax.containers:
-        assert bars.lines[0].get_xydata()[:, 0].tolist() == [1, 4, 16]
-    tuned = ax.containers[1].lines[0].get_xydata()[:, 1]
+    assert len(ax.lines) == 4  # one line of medians per state
+    for line in ax.lines:
+        assert line.get_xydata()[:, 0].tolist() == [1, 4, 16]
+    tuned = ax.lines[1].get_xydata()[:, 1]
     assert tuned.tolist() == pytest.approx([0.91, 3.61, 14.41])
-    assert [c.lines[0].get_color() for c in ax.containers] == [_step.STATE_COLOURS[s] for s in
-                                                               ("untuned", "tuned", "cache", "torch")]
+    colours = [_step.STATE_COLOURS[s] for s in ("untuned", "tuned", "cache", "torch")]
+    assert [line.get_color() for line in ax.lines] == colours
+    bars, caps = ax.collections  # every state's min-max bars in one collection, their caps in another
+    assert len(bars.get_segments()) == 12 and len(caps.get_offsets()) == 24
+    assert np.allclose(bars.get_segments()[3], [[1, 0.9], [1, 0.92]])  # tuned at 1 token: min to max
+    assert [to_hex(c) for c in bars.get_colors()[3:6]] == [colours[1]] * 3
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "untuned (FlashInfer fallback)", "tuned (same process, after the tuning pass)",
         "cache (the tuned cache.json loaded)", "torch (plain torch linears)"]
@@ -377,8 +382,8 @@ def test_step_times_relative_prefill_and_labels():
     assert ax.get_title() == "m bf16, prefill: step time relative to untuned"
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["untuned (FlashInfer fallback)", "after",
                                                                    "torch (plain torch linears)"]
-    assert ax.containers[0].lines[0].get_xydata()[:, 1].tolist() == [1.0, 1.0]
-    assert ax.containers[1].lines[0].get_xydata()[:, 1].tolist() == pytest.approx([1.81 / 2.01, 7.21 / 8.01])
+    assert ax.lines[0].get_xydata()[:, 1].tolist() == [1.0, 1.0]
+    assert ax.lines[1].get_xydata()[:, 1].tolist() == pytest.approx([1.81 / 2.01, 7.21 / 8.01])
     save(fig)
 
 
@@ -395,7 +400,7 @@ def test_step_times_errors_name_the_choices():
 def test_step_times_empty_warns():
     with pytest.warns(UserWarning, match="no step rows"):
         fig = views.plot_step_times(step_bench().iloc[:0])
-    assert not fig.axes[0].containers
+    assert not fig.axes[0].lines and not fig.axes[0].collections
     save(fig)
     with pytest.warns(UserWarning, match="no step rows for m bf16, verify"):
         views.plot_step_times(step_bench(), phase="verify")
@@ -406,8 +411,8 @@ def test_step_times_into_given_axes():
     left, right = fig.subplots(1, 2)
     out = views.plot_step_times(step_bench(), ax=right)
     assert out is fig
-    assert not left.lines and not left.collections and not left.texts and not left.containers
-    assert len(right.containers) == 3
+    assert not left.lines and not left.collections and not left.texts
+    assert len(right.lines) == 3 and len(right.collections) == 2
     save(fig)
 
 

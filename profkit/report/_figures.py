@@ -65,11 +65,11 @@ def small_multiples(frame: pd.DataFrame, draw: Callable, *, labels: Mapping[str,
             for handle, name in zip(*ax.get_legend_handles_labels()):
                 if not name.startswith("_") and not name.startswith(f"{b} "):
                     legend.setdefault(name, handle)
-            if log2_ticks and ax.get_xscale() == "log":
-                ax.set_xticks(list(log2_ticks), [str(t) for t in log2_ticks])
             ax.set_xlabel("")
             ax.set_ylabel("")
             ax.label_outer()
+        if log2_ticks and first is not None and first.get_xscale() == "log":  # shared: the block's panels take them
+            first.set_xticks(list(log2_ticks), [str(t) for t in log2_ticks])
         sub.supxlabel(xlabel, fontsize="x-small")
     fig.supylabel(ylabel, fontsize="x-small")
     for handle, name in keys:

@@ -9,6 +9,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
 from profkit.errors import ProfkitError
@@ -119,15 +120,22 @@ def _draw_step_times(info: StepTimesInfo, ax: Axes, *, labels: Mapping[str, str]
         empty_axes(ax, f"no step rows for {what}")
         return
     labels = {**STATE_LABELS, **(labels or {})}
+    bars, caps, colours = [], [], []
     for i, state in enumerate(info.states):
         # Every state at its true batch size: no sideways offsets (on a log axis they read as other sizes).
         x = np.asarray(info.tokens[i], dtype=float)
-        y = np.asarray(info.medians[i], dtype=float)
-        err = np.vstack([y - np.asarray(info.lows[i]), np.asarray(info.highs[i]) - y])
         colour = STATE_COLOURS.get(state, f"C{(i + 4) % 10}")
-        ax.errorbar(x, y, yerr=err, color=colour, marker=STATE_MARKERS.get(state, "v"), markersize=4,
-                    linewidth=1.1, linestyle="--" if state == "cache" else "-", capsize=2, elinewidth=0.9,
-                    label=labels.get(state, state), zorder=3 + (state == "tuned"), alpha=0.9)
+        ax.plot(x, info.medians[i], color=colour, marker=STATE_MARKERS.get(state, "v"), markersize=4, linewidth=1.1,
+                linestyle="--" if state == "cache" else "-", label=labels.get(state, state),
+                zorder=3 + (state == "tuned"), alpha=0.9)
+        bars += [((t, low), (t, high)) for t, low, high in zip(x, info.lows[i], info.highs[i])]
+        caps += [(t, v) for t, low, high in zip(x, info.lows[i], info.highs[i]) for v in (low, high)]
+        colours += [colour] * len(x)
+    # Every state's min-max bars in one collection and their caps in another: an errorbar per state made
+    # four artists and its own data limits on the log axis (about half the panel's build time).
+    ax.add_collection(LineCollection(bars, colors=colours, linewidths=0.9, alpha=0.9, zorder=2.9))
+    ax.scatter(*zip(*caps), marker="_", s=16, c=[c for c in colours for _ in (0, 1)], linewidths=0.9, alpha=0.9,
+               zorder=2.9)
     tokens = sorted({t for ts in info.tokens for t in ts})
     xlabel = "decode batch size (tokens per step)" if info.phase == "decode" else f"{info.phase} tokens per step"
     log2_bucket_axis(ax, tokens, label=xlabel, every_value=True)
