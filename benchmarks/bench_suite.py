@@ -30,7 +30,8 @@ TARGET = 0.5
 
 
 def run_suite(checkout: Path, cpus: str | None, durations: int) -> tuple[float, str, list[str]]:
-    """Seconds, the last line and the ``durations`` slowest tests' lines of one whole-suite run in ``checkout``."""
+    """Seconds, the last line (then any failed test's) and the ``durations`` slowest tests' lines of one whole-suite
+    run in ``checkout``."""
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]  # each checkout's addopts: its summary line
     if durations:
         argv.append(f"--durations={durations}")
@@ -47,11 +48,12 @@ def run_suite(checkout: Path, cpus: str | None, durations: int) -> tuple[float, 
     if done.returncode != 0:
         last += f"  [exit {done.returncode}]"
     slowest = [line for line in lines if re.match(r"\d+\.\d+s (call|setup|teardown) ", line)]
-    return seconds, last, slowest
+    failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]  # pytest's short summary
+    return seconds, "\n  ".join([last, *failed]), slowest
 
 
 def warnings_in(summary: str) -> int:
-    found = re.search(r"(\d+) warnings?", summary)
+    found = re.search(r"(\d+) warnings?", summary.splitlines()[0])  # the summary line, not a failure's
     return int(found.group(1)) if found else 0
 
 
