@@ -473,6 +473,7 @@ def cache_winners(inv: Inventory, parts: Mapping[str, schema.Tables], problems: 
 
 
 def _cache_winners_one_by_one(run_of: Mapping[str, str], problems: list) -> pd.DataFrame:
+    """:func:`cache_winners` file by file (``run_of``: each file's capture run id), each unreadable file named."""
     from profkit.sources.cache import read_cache
 
     frames = []

@@ -76,8 +76,10 @@ def _dense_port(folder: str, doc: dict, steps: pd.DataFrame) -> dict:
     """A ``port.json`` without a ``price.json``, priced against the target's own tuning pass in the step sets."""
     row = {"folder": folder, "source_gpu": doc.get("source_gpu"), "target_gpu": doc["target_gpu"],
            "top_k": as_int(doc.get("top_k")), "port_cold_s": as_float(doc.get("port_s"))}
-    ran = steps[(steps["step_set"] == folder).to_numpy(dtype=bool)] if "step_set" in steps.columns else steps
-    if ran.empty or not {"model", "dtype", "state", "tuning_s", "gpu"} <= set(steps.columns):
+    if not {"step_set", "model", "dtype", "state", "tuning_s", "gpu"} <= set(steps.columns):
+        return row
+    ran = steps[(steps["step_set"] == folder).to_numpy(dtype=bool)]
+    if ran.empty:
         return row
     model, dtype = ran["model"].iloc[0], ran["dtype"].iloc[0]
     own = steps[(steps["state"] == "tuned").to_numpy(dtype=bool) & steps["tuning_s"].notna().to_numpy(dtype=bool)
@@ -111,11 +113,12 @@ def tag_cache_events(events: pd.DataFrame, inv: Inventory, verify: pd.DataFrame,
                     for source, saved, current in placed.itertuples(index=False)]
     logs = inv.paths("log")
     named = {key: p for p in logs for key in (str(p), inv.rel(p))}
+    folders = {log: (named.get(log) or next((p for p in logs if str(p).endswith(f"/{log}")), Path(log))).parent
+               for log in events["file"].astype(str).unique()}  # the log's folder, also where it has a short name
     during = []
     for log, kind, detail in zip(events["file"].astype(str), events["kind"], events["detail"]):
         gpus = _SAVED_VS_CURRENT.search(str(detail)) if kind == "cache_env_mismatch" else None
-        folder = named.get(log) or next((p for p in logs if str(p).endswith(f"/{log}")), Path(log))  # a short name
-        folder = folder.parent
+        folder = folders[log]
         during.append(next((what for where, what, saved, current in results
                             if current == gpus["current"] and saved in (None, gpus["saved"])
                             and (where == folder or folder in where.parents)), None) if gpus else None)

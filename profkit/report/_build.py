@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import re
 import sys
 import warnings
@@ -175,7 +174,9 @@ def _drawn(specs: list, formats: tuple) -> Iterable[tuple[int, dict[str, bytes]]
     import gc
     import multiprocessing as mp
 
-    workers = int(os.environ.get("PROFKIT_REPORT_WORKERS", min(4, os.cpu_count() or 1)))
+    from profkit.report._model import report_workers
+
+    workers = report_workers()
     if workers < 2 or len(specs) < _PARALLEL_FROM or "fork" not in mp.get_all_start_methods():
         yield from (_draw(spec, formats) for spec in specs)
         return

@@ -88,6 +88,11 @@ def build_model(catalog, *, gpu: str | None = None, progress=None) -> ReportMode
 _PARTS: dict = {}  # the GPUs' parts being analysed: forked workers find them here
 
 
+def report_workers() -> int:
+    """How many processes the report may use at once: ``PROFKIT_REPORT_WORKERS``, else the cores (at most 4)."""
+    return int(os.environ.get("PROFKIT_REPORT_WORKERS", min(4, os.cpu_count() or 1)))
+
+
 def _analysed(parts: dict, say) -> dict:
     """(:func:`analyse`, :func:`_repeated`) of each GPU's part, in order. With several GPUs and cores, the other GPUs'
     parts are answered in forked workers while this process answers the first (``PROFKIT_REPORT_WORKERS``: at most
@@ -96,8 +101,7 @@ def _analysed(parts: dict, say) -> dict:
 
     gpus = list(parts)
     _PARTS.update(parts)
-    cores = int(os.environ.get("PROFKIT_REPORT_WORKERS", min(4, os.cpu_count() or 1)))
-    workers = min(len(gpus) - 1, cores - 1)
+    workers = min(len(gpus) - 1, report_workers() - 1)
     try:
         if workers < 1 or "fork" not in mp.get_all_start_methods():
             return {g: _answered(g, progress=lambda name, g=g: say(f"{g}: {name}")) for g in gpus}
