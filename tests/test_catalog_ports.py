@@ -84,3 +84,19 @@ def test_a_port_alone_is_priced_against_the_target_gpus_own_tuning_pass(tmp_path
     lines = {folder: _main.port_price_line(r) for folder, r in zip(price.index, price.itertuples(index=False))}
     assert "own tuning pass in `profkit step` (0.08x)" in lines["port/llama3-8b-bf16"]
     assert lines["lone/x"].endswith("no tuning pass of it on this GPU is in this data.")
+
+
+def test_a_hostile_cache_path_reaches_the_report_pages_as_data(tmp_path):
+    """The ignored file's path comes from someone's log: its ESC sequence is shown, never written raw to a page."""
+    from profkit import report
+
+    hostile = 'x"`$(touch pwned)`<b>t</b>$x^{$\x1b[31m\u202e.json'
+    _verify_folder(tmp_path / "data" / "verify-cross")
+    log = tmp_path / "data" / "verify-cross" / "debug.log"
+    log.write_bytes(log.read_bytes().replace(b".moe-in/gpt-oss-120b-r0/cache.json", hostile.encode()))
+    report.build_report(catalog.open(tmp_path / "data"), tmp_path / "out", progress=False)
+    for page in ("index.md", "index.html"):
+        text = (tmp_path / "out" / page).read_text()
+        assert "\x1b" not in text and "\u202e" not in text and "<b>t</b>" not in text
+        assert "\\x1b[31m\\u202e.json" in text  # the name, shown as its escapes
+    assert not (tmp_path / "out" / "pwned").exists() and not (ROOT / "pwned").exists()

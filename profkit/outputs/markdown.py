@@ -10,6 +10,8 @@ from __future__ import annotations
 import html
 import re
 
+from profkit.printable import printable
+
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _CONTROL = re.compile(r"[\x00-\x20\x7f]+")
 _ANCHOR_LINE = re.compile(r"<a id='fig-[A-Za-z0-9._-]+'></a>")
@@ -32,14 +34,16 @@ def markdown_safe(page: str) -> str:
     Lines that are exactly one of profkit's figure anchors (``<a id='fig-NAME'></a>``, NAME a
     ``profkit.report._html.slug``) are kept; in every other line ``<`` becomes ``&lt;``. Only ``<``
     opens HTML in Markdown; inside a code span it then shows as ``&lt;``, the price of not trusting
-    where code spans made of hostile backticks end. Line ends are Markdown's (``\\r`` too).
+    where code spans made of hostile backticks end. Line ends are Markdown's (``\\r`` too). Control,
+    bidirectional and surrogate characters are shown as their escapes (:func:`profkit.printable.printable`),
+    so a name's ESC sequence is not obeyed by a terminal that prints the file.
     """
     out = []
     for line in page.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
         if _ANCHOR_LINE.fullmatch(line):
             out.append(line)
             continue
-        line = line.replace("<", "&lt;")
+        line = printable(line).replace("<", "&lt;")
         ref = _REFERENCE.match(line)
         if ref and safe_href(ref.group(3)) is None:  # "[x]: javascript:..." would define a link target
             line = ref.group(1) + "\\" + line[len(ref.group(1)):]

@@ -23,6 +23,7 @@ import html
 import re
 
 from profkit.outputs.markdown import markdown_safe, safe_href
+from profkit.printable import printable
 
 __all__ = ["escape", "inline", "markdown_safe", "safe_href", "slug"]
 
@@ -45,8 +46,9 @@ def slug(name: str) -> str:
 
 
 def escape(text) -> str:
-    """``text`` escaped for HTML element content and quoted attribute values (quotes included)."""
-    return html.escape(str(text), quote=True)
+    """``text`` escaped for HTML element content and quoted attribute values (quotes included), its control,
+    bidirectional and surrogate characters but line breaks shown as their escapes (:func:`profkit.printable.printable`)."""
+    return html.escape(printable(text, newlines=True), quote=True)
 
 
 def inline(escaped: str) -> str:
