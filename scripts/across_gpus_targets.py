@@ -53,7 +53,8 @@ def print_price(prices: pd.DataFrame) -> None:
         met = ("NOT MEASURED (no tuning on the target)" if pd.isna(p.port_over_fresh_tune) else
                "MET" if p.port_over_fresh_tune <= 1 / 3 else "MISSED")
         if pd.notna(p.dtype):  # profkit port alone: a dense tuning, against the target's tuning pass in its step set
-            print(f"   {p.model} {p.dtype}, {p.source_gpu} -> {p.target_gpu}: {p.port_s:.1f} s / {p.fresh_tune_s:.1f} s "
+            print(f"   {p.model} {p.dtype}, {p.source_gpu} -> {p.target_gpu}, top-{p.top_k} ({p.folder}): "
+                  f"{p.port_s:.1f} s / {p.fresh_tune_s:.1f} s "
                   f"(the target's tuning pass in profkit step) = {p.port_over_fresh_tune:.3f}  {met}")
             continue
         print(f"   {p.model}, {p.source_gpu} -> {p.target_gpu}: with compiles {p.port_s:.1f} s / {p.fresh_tune_s:.1f} s "

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repo root, after `source .carry/setup.sh`:
-#   TOP_K=10 [DTYPES="fp8 bf16"] bash scripts/device/port_dense.sh OUTDIR
+#   TOP_K=10 [DTYPES="fp8 bf16"] [PORT_AGAIN=1] bash scripts/device/port_dense.sh OUTDIR
 # Carries the other GPU's Llama-3.1-8B step tuning here and proves it in the model step, per dtype. On an H100 the
 # source is the H200's (.dense-in/h200-DTYPE/capture) and the own tuning .dense-in/h100-own-DTYPE/cache.json; on an
 # H200 the source is the H100's (.dense-in/h100-step-DTYPE/capture) and the own .dense-in/h200-DTYPE/cache.json.
 #   1. profkit port SOURCE --top-k TOP_K (a fresh process: its compiles count);
 #   2. one step process, states untuned,cache,advised,ported interleaved over three passes: cache is this GPU's own
-#      tuning, advised the same file again (the A/A pair: identical kernels), ported the file step 1 wrote.
+#      tuning, advised the same file again (the A/A pair: identical kernels), ported the file step 1 wrote;
+#   3. with PORT_AGAIN=1, the port of step 1 again into ported-again/ (FlashInfer's JIT modules now built: on a fresh
+#      machine step 1's first shape includes their one-time build, which a tuning pass after an untuned pass never pays).
 # Each process's stdout goes to OUTDIR/output.txt, its stderr (FlashInfer's debug log) to a debug.log beside its files.
 set -u
 out=$1
@@ -26,4 +28,9 @@ for dtype in ${DTYPES:-fp8 bf16}; do
     --cache "ported=$dir/ported/cache.json" --deadline-s 110 \
     --out "$dir/step" >> "$out/output.txt" 2> "$dir/step-debug.log"
   echo "[port_dense] $(date -u +%H:%M:%S) step rc=$?" | tee -a "$out/output.txt"
+  if [ "${PORT_AGAIN:-0}" = 1 ]; then
+    timeout 200 python3 -m profkit.cli.port ".dense-in/$src-$dtype/capture" --top-k "$top_k" --out "$dir/ported-again" \
+      >> "$out/output.txt" 2> "$dir/port-again-debug.log"
+    echo "[port_dense] $(date -u +%H:%M:%S) port again rc=$?" | tee -a "$out/output.txt"
+  fi
 done
