@@ -3,6 +3,7 @@ ignored on purpose in a verify or port of another GPU's capture (never a loud "y
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -69,21 +70,29 @@ def test_a_port_alone_is_priced_against_the_target_gpus_own_tuning_pass(tmp_path
     shutil.copytree(PORT / "step", port / "step")
     (tmp_path / "own/llama3-8b-bf16").mkdir(parents=True)
     shutil.copy(OWN_STEP, tmp_path / "own/llama3-8b-bf16/step.jsonl")
-    lone = tmp_path / "lone/x/ported"  # a port with no step set beside it: no model to price it against
-    shutil.copytree(PORT / "ported", lone, ignore=shutil.ignore_patterns("timings"))
+    again = tmp_path / "again/x/ported"  # the same source tuning ported again, with no step set beside it
+    shutil.copytree(PORT / "ported", again, ignore=shutil.ignore_patterns("timings"))
+    doc = json.loads((PORT / "ported/port.json").read_text())
+    (again / "port.json").write_text(json.dumps({**doc, "port_s": doc["port_s"] / 2}))
+    lone = tmp_path / "lone/x/ported"  # another source tuning's port with no step set: no model to price it against
+    lone.mkdir(parents=True)
+    (lone / "port.json").write_text(json.dumps({**doc, "source_tuning_s": doc["source_tuning_s"] + 1}))
 
     price = port_price(catalog.open(tmp_path).port_prices).set_index("folder")
-    row = price.loc["port/llama3-8b-bf16"]
+    row = price.loc["port/llama3-8b-bf16/ported"]
     assert (row["model"], row["dtype"], row["fresh_tune_from"]) == ("llama3-8b", "bf16", "own/llama3-8b-bf16")
     assert row["source_gpu"] == "NVIDIA H200" and row["target_gpu"] == "NVIDIA H100 80GB HBM3"
     tuned = pd.read_json(OWN_STEP, lines=True)
     assert row["fresh_tune_s"] == pytest.approx(tuned.loc[tuned["state"] == "tuned", "tuning_s"].dropna().iloc[0])
     assert row["port_over_fresh_tune"] == pytest.approx(row["port_s"] / row["fresh_tune_s"])
-    assert pd.isna(row["port_warm_s"]) and pd.isna(price.loc["lone/x", "fresh_tune_s"])
+    assert pd.isna(row["port_warm_s"]) and pd.isna(price.loc["lone/x/ported", "fresh_tune_s"])
+    assert price.loc["again/x/ported", "model"] == "llama3-8b"
+    assert price.loc["again/x/ported", "port_over_fresh_tune"] == pytest.approx(row["port_over_fresh_tune"] / 2)
 
-    lines = {folder: _main.port_price_line(r) for folder, r in zip(price.index, price.itertuples(index=False))}
-    assert "own tuning pass in `profkit step` (0.08x)" in lines["port/llama3-8b-bf16"]
-    assert lines["lone/x"].endswith("no tuning pass of it on this GPU is in this data.")
+    lines = {r.folder: _main.port_price_line(r) for r in price.reset_index().itertuples(index=False)}
+    assert "own tuning pass in `profkit step` (0.08x)" in lines["port/llama3-8b-bf16/ported"]
+    assert "; `again/x/ported`) took" in lines["again/x/ported"]
+    assert lines["lone/x/ported"].endswith("no tuning pass of it on this GPU is in this data.")
 
 
 def test_a_hostile_cache_path_reaches_the_report_pages_as_data(tmp_path):

@@ -41,12 +41,13 @@ def ports(inv: Inventory, problems: list) -> dict[Path, dict]:
 def port_prices(inv: Inventory, prov: Mapping[str, dict], steps: Mapping[Path, pd.DataFrame],
                 port_docs: Mapping[Path, dict], problems: list) -> pd.DataFrame:
     """One row per port (:data:`PORT_PRICE_COLUMNS`): each ``price.json``, and each ``port.json`` in no folder a
-    ``price.json`` prices (``<folder>/<out>/port.json``).
+    ``price.json`` prices (``<folder>/<out>/port.json``; its ``folder`` is ``<folder>/<out>``).
 
     A ``price.json``: the port's and a full tuning's wall seconds in one process, the GPU tuned on (its
     ``cold/port.json``) and the same model's tuning call on the same GPU in a fresh process (``tune_call_s`` of the
     first ``provenance.json`` of that model and GPU, by folder). A ``port.json`` alone: ``port_cold_s`` is its
-    ``port_s``; the model and dtype are those of the step set in its folder, and ``fresh_tune_s`` the target GPU's
+    ``port_s``; the model and dtype are those of the step set in its folder (or of a port of the same source tuning
+    that has one), and ``fresh_tune_s`` the target GPU's
     own tuning pass of them (a step row of state ``tuned`` on that GPU; its folder in ``fresh_tune_from``)."""
     rows, priced = [], set()
     for p, doc in _documents(inv, "port_price", problems):
@@ -66,22 +67,35 @@ def port_prices(inv: Inventory, prov: Mapping[str, dict], steps: Mapping[Path, p
                      "top_k": as_int(doc.get("top_k")), **times, "fresh_tune_s": fresh[0][1] if fresh else None,
                      "fresh_tune_from": fresh[0][0] if fresh else None})
     step_rows = pd.concat(steps.values(), ignore_index=True) if steps else pd.DataFrame()
-    for p, doc in port_docs.items():
-        if p.parent.parent not in priced:
-            rows.append(_dense_port(inv.rel(p.parent.parent), doc, step_rows))
+    dense = {p: doc for p, doc in port_docs.items() if p.parent.parent not in priced}
+    models = {p: _step_model(inv.rel(p.parent.parent), step_rows) for p in dense}
+    by_source = {_source(doc): models[p] for p, doc in dense.items() if models[p]}
+    for p, doc in dense.items():
+        rows.append(_dense_port(inv.rel(p.parent), doc, models[p] or by_source.get(_source(doc)), step_rows))
     return pd.DataFrame(rows, columns=list(PORT_PRICE_COLUMNS)).astype(PORT_PRICE_COLUMNS)
 
 
-def _dense_port(folder: str, doc: dict, steps: pd.DataFrame) -> dict:
-    """A ``port.json`` without a ``price.json``, priced against the target's own tuning pass in the step sets."""
+def _source(doc: dict) -> tuple:
+    """What identifies a port's source tuning: its GPU, cache file name and tuning seconds (a sum over the capture)."""
+    return doc.get("source_gpu"), Path(str(doc.get("cache"))).name, doc.get("source_tuning_s")
+
+
+def _step_model(step_set: str, steps: pd.DataFrame) -> tuple | None:
+    """(model, dtype) of the step set ``step_set`` (the port's ``--out`` sits in it), or None."""
+    if not {"step_set", "model", "dtype"} <= set(steps.columns):
+        return None
+    ran = steps[(steps["step_set"] == step_set).to_numpy(dtype=bool)]
+    return None if ran.empty else (ran["model"].iloc[0], ran["dtype"].iloc[0])
+
+
+def _dense_port(folder: str, doc: dict, model_dtype: tuple | None, steps: pd.DataFrame) -> dict:
+    """A ``port.json`` without a ``price.json``, priced against the target's own tuning pass in the step sets. Its
+    model and dtype: those of the step set its folder sits in, else of another port of the same source tuning's."""
     row = {"folder": folder, "source_gpu": doc.get("source_gpu"), "target_gpu": doc["target_gpu"],
            "top_k": as_int(doc.get("top_k")), "port_cold_s": as_float(doc.get("port_s"))}
-    if not {"step_set", "model", "dtype", "state", "tuning_s", "gpu"} <= set(steps.columns):
+    if model_dtype is None or not {"state", "tuning_s", "gpu"} <= set(steps.columns):
         return row
-    ran = steps[(steps["step_set"] == folder).to_numpy(dtype=bool)]
-    if ran.empty:
-        return row
-    model, dtype = ran["model"].iloc[0], ran["dtype"].iloc[0]
+    model, dtype = model_dtype
     own = steps[(steps["state"] == "tuned").to_numpy(dtype=bool) & steps["tuning_s"].notna().to_numpy(dtype=bool)
                 & (steps["model"] == model).to_numpy(dtype=bool) & (steps["dtype"] == dtype).to_numpy(dtype=bool)
                 & (steps["gpu"] == doc["target_gpu"]).to_numpy(dtype=bool)].sort_values("source", kind="stable")
