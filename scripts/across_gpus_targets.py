@@ -55,7 +55,9 @@ def print_price(prices: pd.DataFrame) -> None:
         if pd.notna(p.dtype):  # profkit port alone: a dense tuning, against the target's tuning pass in its step set
             print(f"   {p.model} {p.dtype}, {p.source_gpu} -> {p.target_gpu}, top-{p.top_k} ({p.folder}): "
                   f"{p.port_s:.1f} s / {p.fresh_tune_s:.1f} s "
-                  f"(the target's tuning pass in profkit step) = {p.port_over_fresh_tune:.3f}  {met}")
+                  f"(the target's tuning pass in profkit step) = {p.port_over_fresh_tune:.3f}  {met}"
+                  + ("" if pd.isna(p.jit_builds) else f", FlashInfer's one-time JIT builds ({p.jit_builds}) inside "
+                     "the port alone"))
             continue
         print(f"   {p.model}, {p.source_gpu} -> {p.target_gpu}: with compiles {p.port_s:.1f} s / {p.fresh_tune_s:.1f} s "
               f"(fresh-process tuning) = {p.port_over_fresh_tune:.3f}  {met}")

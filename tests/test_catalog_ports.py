@@ -109,3 +109,23 @@ def test_a_hostile_cache_path_reaches_the_report_pages_as_data(tmp_path):
         assert "\x1b" not in text and "\u202e" not in text and "<b>t</b>" not in text
         assert "\\x1b[31m\\u202e.json" in text  # the name, shown as its escapes
     assert not (tmp_path / "out" / "pwned").exists() and not (ROOT / "pwned").exists()
+
+
+def test_a_ports_one_time_jit_builds_are_named_from_the_debug_log_in_its_folder(tmp_path):
+    """A port on a fresh machine built FlashInfer's JIT modules inside its time; its log beside port.json says so."""
+    first = ROOT / "data/h100/port-top10-again/llama3-8b-fp8"
+    for name in ("ported-first", "ported-again"):
+        shutil.copytree(first / name, tmp_path / "port" / name, ignore=shutil.ignore_patterns("timings"))
+    (tmp_path / "port/ported-again/debug.log.gz").unlink()  # a port without its log: nothing to say
+    price = port_price(catalog.open(tmp_path).port_prices).set_index("folder")
+    assert price.loc["port/ported-first", "jit_builds"] == "gemm"
+    assert pd.isna(price.loc["port/ported-again", "jit_builds"])
+    line = _main.port_price_line(price.reset_index().set_index("folder", drop=False).loc["port/ported-first"])
+    assert "FlashInfer's one-time JIT builds of `gemm` included (a fresh machine)" in line
+
+
+def test_jit_builds_are_found_where_logs_are_only_scanned_beside_captures(shipped_whole):
+    """In the shipped data the logs beside captures are scanned for a few lines, not parsed: the builds are kept."""
+    price = port_price(shipped_whole.port_prices).set_index("folder")
+    assert price.loc["h100/port-top10/llama3-8b-bf16/ported", "jit_builds"] == "mm_bf16_cublaslt, tinygemm2"
+    assert pd.isna(price.loc["h100/port-top10-again/llama3-8b-fp8/ported-again", "jit_builds"])

@@ -164,9 +164,11 @@ def open(paths: str | os.PathLike | Sequence[str | os.PathLike], *,  # noqa: A00
         steps = _read.step_rows(inv, problems)
         verified = _read.verify(inv, problems, parts, prov)
         moe = _read.moe(inv, prov, parts, steps, _absolute_sources(inv, verified))
+        said = _read.said_events(inv, tables, problems)
+        built = (said["kind"] == "jit_build").fillna(False).to_numpy(dtype=bool)
+        jit_builds, said = said[built], said[~built].reset_index(drop=True)
         port_docs = ports.ports(inv, problems)
-        prices = ports.port_prices(inv, prov, steps, port_docs, problems)
-        said = _read.cache_events(inv, tables, problems)
+        prices = ports.port_prices(inv, prov, steps, port_docs, problems, jit_builds)
     problems = list(tables.problems) + problems
     envs = {str(inv.root / rel) if rel != "." else str(inv.root): doc.get("env") or {} for rel, doc in prov.items()}
     runs = keyed_runs(tables.runs, envs)

@@ -158,34 +158,39 @@ def _with_path(tables: schema.Tables, folder: Path) -> schema.Tables:
 
 CACHE_EVENT_COLUMNS = {"file": "string", "line": "Int64", "kind": "string", "path": "string", "detail": "string"}
 _CACHE_KINDS = ("cache_env_mismatch", "cache_not_saved", "cache_loaded")
+# What the catalogue keeps of a log beside captures: FlashInfer on cache files, and its one-time JIT module builds
+# (``detail``: the module), which a port's or tuning's wall time includes on a fresh machine.
+_SAID_KINDS = (*_CACHE_KINDS, "jit_build")
+_JIT_BUILD = ("Building JIT module ", re.compile(r"Building JIT module (?P<detail>[^;\s]+)"))
 
 
-def cache_events(inv: Inventory, tables: schema.Tables, problems: list) -> pd.DataFrame:
-    """What FlashInfer said about cache files in the debug logs: loaded, ignored (another environment), not saved.
+def said_events(inv: Inventory, tables: schema.Tables, problems: list) -> pd.DataFrame:
+    """What FlashInfer said in the debug logs about cache files (loaded, ignored: another environment, not saved)
+    and the JIT modules it built (``kind`` ``jit_build``).
 
     From the parsed logs' events when the tables came from the logs; else each log is scanned once for
     those lines alone (the captures beside them hold the rest)."""
     events = getattr(tables, "events", None)
     if events is not None and len(events):
-        hit = events[events["kind"].astype("string").isin(_CACHE_KINDS).fillna(False).to_numpy(dtype=bool)]
+        hit = events[events["kind"].astype("string").isin(_SAID_KINDS).fillna(False).to_numpy(dtype=bool)]
         return schema.conform_columns(hit[[c for c in CACHE_EVENT_COLUMNS if c in hit.columns]].reset_index(drop=True),
                                       CACHE_EVENT_COLUMNS)
     rows = []
     if events is None:
         for path in inv.paths("log"):
-            rows += _scan_cache_lines(path, problems)
+            rows += _scan_said_lines(path, problems)
     return schema.conform_columns(pd.DataFrame(rows, columns=list(CACHE_EVENT_COLUMNS)), CACHE_EVENT_COLUMNS)
 
 
-def _scan_cache_lines(path: Path, problems: list) -> list[dict]:
+def _scan_said_lines(path: Path, problems: list) -> list[dict]:
     from profkit.sources.logs.grammar import EVENT_PATTERNS
 
-    marks = {kind: EVENT_PATTERNS[kind] for kind in _CACHE_KINDS}
+    marks = {**{kind: EVENT_PATTERNS[kind] for kind in _CACHE_KINDS}, "jit_build": _JIT_BUILD}
     rows = []
     item = Input(name=str(path), path=str(path))
     try:
         for number, raw in enumerate(item.lines(), start=1):
-            if b"configs" not in raw and b"Cache file" not in raw:
+            if b"configs" not in raw and b"Cache file" not in raw and b"Building JIT module" not in raw:
                 continue
             line = raw.decode("utf-8", errors="replace")
             for kind, (prefix, pattern) in marks.items():

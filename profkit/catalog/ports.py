@@ -22,7 +22,7 @@ from profkit.sources.inputs import as_float, as_int
 PORT_PRICE_COLUMNS = {
     "folder": "string", "model": "string", "dtype": "string", "source_gpu": "string", "target_gpu": "string",
     "top_k": "Int64", "port_cold_s": "float64", "port_warm_s": "float64", "tune_s": "float64",
-    "tune_warm_s": "float64", "fresh_tune_s": "float64", "fresh_tune_from": "string",
+    "tune_warm_s": "float64", "fresh_tune_s": "float64", "fresh_tune_from": "string", "jit_builds": "string",
 }
 _SAVED_VS_CURRENT = re.compile(r"gpu: saved=(?P<saved>.+?) vs current=(?P<current>.+?)(?:, \w+: saved=|$)")
 
@@ -39,7 +39,7 @@ def ports(inv: Inventory, problems: list) -> dict[Path, dict]:
 
 
 def port_prices(inv: Inventory, prov: Mapping[str, dict], steps: Mapping[Path, pd.DataFrame],
-                port_docs: Mapping[Path, dict], problems: list) -> pd.DataFrame:
+                port_docs: Mapping[Path, dict], problems: list, jit_builds: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per port (:data:`PORT_PRICE_COLUMNS`): each ``price.json``, and each ``port.json`` in no folder a
     ``price.json`` prices (``<folder>/<out>/port.json``; its ``folder`` is ``<folder>/<out>``).
 
@@ -48,7 +48,9 @@ def port_prices(inv: Inventory, prov: Mapping[str, dict], steps: Mapping[Path, p
     first ``provenance.json`` of that model and GPU, by folder). A ``port.json`` alone: ``port_cold_s`` is its
     ``port_s``; the model and dtype are those of the step set in its folder (or of a port of the same source tuning
     that has one), and ``fresh_tune_s`` the target GPU's
-    own tuning pass of them (a step row of state ``tuned`` on that GPU; its folder in ``fresh_tune_from``)."""
+    own tuning pass of them (a step row of state ``tuned`` on that GPU; its folder in ``fresh_tune_from``).
+    ``jit_builds``: the JIT modules FlashInfer built in the port, from a debug log in its folder (``jit_builds``:
+    the catalogue's ``jit_build`` events), a fresh machine's one-time cost inside ``port_cold_s``."""
     rows, priced = [], set()
     for p, doc in _documents(inv, "port_price", problems):
         times = {k: as_float(doc.get(k)) if isinstance(doc, dict) else None
@@ -70,9 +72,30 @@ def port_prices(inv: Inventory, prov: Mapping[str, dict], steps: Mapping[Path, p
     dense = {p: doc for p, doc in port_docs.items() if p.parent.parent not in priced}
     models = {p: _step_model(inv.rel(p.parent.parent), step_rows) for p in dense}
     by_source = {_source(doc): models[p] for p, doc in dense.items() if models[p]}
+    built = _modules_built(jit_builds, inv)
     for p, doc in dense.items():
-        rows.append(_dense_port(inv.rel(p.parent), doc, models[p] or by_source.get(_source(doc)), step_rows))
+        rows.append({**_dense_port(inv.rel(p.parent), doc, models[p] or by_source.get(_source(doc)), step_rows),
+                     "jit_builds": built.get(p.parent)})
     return pd.DataFrame(rows, columns=list(PORT_PRICE_COLUMNS)).astype(PORT_PRICE_COLUMNS)
+
+
+def _modules_built(jit_builds: pd.DataFrame | None, inv: Inventory) -> dict[Path, str]:
+    """The JIT modules FlashInfer built, comma-joined, by the folder of the log that says so."""
+    if jit_builds is None or jit_builds.empty:
+        return {}
+    folders = log_folders(jit_builds["file"], inv)
+    by_folder: dict[Path, list] = {}
+    for log, module in zip(jit_builds["file"].astype(str), jit_builds["detail"].astype(str)):
+        by_folder.setdefault(folders[log], []).append(module)
+    return {folder: ", ".join(dict.fromkeys(modules)) for folder, modules in by_folder.items()}
+
+
+def log_folders(files: pd.Series, inv: Inventory) -> dict[str, Path]:
+    """Each log name in ``files`` (a path, one relative to the root, or a short name) to its folder."""
+    logs = inv.paths("log")
+    named = {key: p for p in logs for key in (str(p), inv.rel(p))}
+    return {log: (named.get(log) or next((p for p in logs if str(p).endswith(f"/{log}")), Path(log))).parent
+            for log in files.astype(str).unique()}
 
 
 def _source(doc: dict) -> tuple:
@@ -125,10 +148,7 @@ def tag_cache_events(events: pd.DataFrame, inv: Inventory, verify: pd.DataFrame,
                                "current": verify["verify_gpu"].astype("string")}).drop_duplicates()
         results += [(Path(inv.root, source).parent, "profkit verify", None if pd.isna(saved) else saved, current)
                     for source, saved, current in placed.itertuples(index=False)]
-    logs = inv.paths("log")
-    named = {key: p for p in logs for key in (str(p), inv.rel(p))}
-    folders = {log: (named.get(log) or next((p for p in logs if str(p).endswith(f"/{log}")), Path(log))).parent
-               for log in events["file"].astype(str).unique()}  # the log's folder, also where it has a short name
+    folders = log_folders(events["file"], inv)  # the log's folder, also where it has a short name
     during = []
     for log, kind, detail in zip(events["file"].astype(str), events["kind"], events["detail"]):
         gpus = _SAVED_VS_CURRENT.search(str(detail)) if kind == "cache_env_mismatch" else None

@@ -326,8 +326,10 @@ def port_price_line(row) -> str:
         against = ("; no tuning pass of it on this GPU is in this data" if T.missing(row.fresh_tune_s) else
                    f" against {T.seconds(row.fresh_tune_s)} for the {row.target_gpu}'s own tuning pass in `profkit "
                    f"step` ({T.times(row.port_over_fresh_tune)})")
+        built = ("" if T.missing(row.jit_builds) else f", FlashInfer's one-time JIT builds of `{row.jit_builds}` "
+                 "included (a fresh machine)")
         return (f"Porting the {source}{what} tuning to the {row.target_gpu} (its top-{row.top_k} re-timed at every "
-                f"bucket; `{row.folder}`) took {T.seconds(row.port_s)}{against}.")
+                f"bucket; `{row.folder}`) took {T.seconds(row.port_s)}{built}{against}.")
     fresh = ("; no tuning of it in a fresh process on this GPU is in this data" if T.missing(row.fresh_tune_s) else
              f" against {T.seconds(row.fresh_tune_s)} for a full tuning in a fresh process there "
              f"({T.times(row.port_over_fresh_tune)})")

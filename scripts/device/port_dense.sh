@@ -22,6 +22,7 @@ for dtype in ${DTYPES:-fp8 bf16}; do
   timeout 200 python3 -m profkit.cli.port ".dense-in/$src-$dtype/capture" --top-k "$top_k" --out "$dir/ported" \
     >> "$out/output.txt" 2> "$dir/port-debug.log"
   echo "[port_dense] $(date -u +%H:%M:%S) port rc=$?" | tee -a "$out/output.txt"
+  [ -d "$dir/ported" ] && mv "$dir/port-debug.log" "$dir/ported/debug.log"  # beside port.json: its JIT builds
   s=untuned,cache,advised,ported
   timeout 150 python3 -m profkit.cli.step --model llama3-8b --dtype "$dtype" --states "$s,$s,$s" \
     --cache "cache=.dense-in/$own-$dtype/cache.json" --cache "advised=.dense-in/$own-$dtype/cache.json" \
@@ -32,5 +33,6 @@ for dtype in ${DTYPES:-fp8 bf16}; do
     timeout 200 python3 -m profkit.cli.port ".dense-in/$src-$dtype/capture" --top-k "$top_k" --out "$dir/ported-again" \
       >> "$out/output.txt" 2> "$dir/port-again-debug.log"
     echo "[port_dense] $(date -u +%H:%M:%S) port again rc=$?" | tee -a "$out/output.txt"
+    [ -d "$dir/ported-again" ] && mv "$dir/port-again-debug.log" "$dir/ported-again/debug.log"
   fi
 done
