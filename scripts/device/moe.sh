@@ -19,7 +19,8 @@
 #   port    carry another GPU's tuning here (Qwen3-30B-A3B): profkit.bench.port_price on .moe-in/MODEL-r0/capture
 #           (port cold, port warm, full tuning, tuning warm, one process), profkit port --blind of its cache.json,
 #           then the interleaved step untuned,cache,untuned,blind,ported: cache is this GPU's own tuning
-#           (.moe-in/MODEL-own/cache.json), blind the other GPU's picks made to load, ported the port's file
+#           (.moe-in/MODEL-own/cache.json), blind the other GPU's picks made to load, ported the port's file;
+#           MOE_PORT_TOP_K=10 re-times the top 10 (folders MODEL-port-top10, MODEL-step-port-top10) and skips blind
 #   ranks   eight ranks that tune without a shared process group: Qwen3-30B-A3B tuned in 8 fresh processes one
 #           after another (RANK=0..7, tags rank0..rank7; MOE_RANKS names fewer), each in qwen3-30b-a3b-ranks/rank{r}/, its cache file named
 #           as SGLang names a rank's (rank_tp{r}_pp0_dp0.json)
@@ -119,13 +120,21 @@ case "$phase" in
   port)
     m=qwen3-30b-a3b
     in=.moe-in/$m-r0
-    step "$m-port" 150 -- -m profkit.bench.port_price --model $m --capture "$in/capture" --out "$work/$m-port"
-    step "$m-port" 20 -- -m profkit.cli.port "$in/capture" --blind --out "$work/$m-port/blind"
+    k=${MOE_PORT_TOP_K:-3}
+    sfx=$([ "$k" = 3 ] || echo "-top$k")
+    step "$m-port$sfx" 150 -- -m profkit.bench.port_price --model $m --capture "$in/capture" --top-k "$k" \
+      --out "$work/$m-port$sfx"
+    states=untuned,cache,untuned,ported
+    files=(--cache "cache=.moe-in/$m-own/cache.json" --cache "ported=$work/$m-port$sfx/cold/cache.json")
+    if [ "$k" = 3 ]; then
+      step "$m-port" 20 -- -m profkit.cli.port "$in/capture" --blind --out "$work/$m-port/blind"
+      states=untuned,cache,untuned,blind,ported
+      files+=(--cache "blind=$work/$m-port/blind/cache.json")
+    fi
     deadline=$((budget - (SECONDS - t0) - 40))
-    step "$m-step-port" 100 -- -m profkit.cli.step --model $m --dtype bf16 --states untuned,cache,untuned,blind,ported \
-      --cache "cache=.moe-in/$m-own/cache.json" --cache "blind=$work/$m-port/blind/cache.json" \
-      --cache "ported=$work/$m-port/cold/cache.json" --deadline-s "$deadline" --out "$work/$m-step-port"
-    pack "$m-port" "$m-step-port"
+    step "$m-step-port$sfx" 100 -- -m profkit.cli.step --model $m --dtype bf16 --states "$states" "${files[@]}" \
+      --deadline-s "$deadline" --out "$work/$m-step-port$sfx"
+    pack "$m-port$sfx" "$m-step-port$sfx"
     ;;
   ranks)
     m=qwen3-30b-a3b
