@@ -124,7 +124,7 @@ case "$phase" in
     sfx=$([ "$k" = 3 ] || echo "-top$k")
     step "$m-port$sfx" 150 -- -m profkit.bench.port_price --model $m --capture "$in/capture" --top-k "$k" \
       --out "$work/$m-port$sfx"
-    states=untuned,cache,untuned,ported
+    states=untuned,cache,ported,cache  # the own cache twice: an A/A pair beside the ported file
     files=(--cache "cache=.moe-in/$m-own/cache.json" --cache "ported=$work/$m-port$sfx/cold/cache.json")
     if [ "$k" = 3 ]; then
       step "$m-port" 20 -- -m profkit.cli.port "$in/capture" --blind --out "$work/$m-port/blind"
