@@ -89,10 +89,10 @@ def print_step(steps: pd.DataFrame) -> None:
                 kind = state.rsplit("-", 1)[0] if state.rsplit("-", 1)[-1].isdigit() else state  # ported-2: ported
                 verdict = ("  MET" if slower.empty and measured else "  MISSED" if not slower.empty
                            else "  NOT MEASURED (one pass per state)") if kind == "ported" else ""
-                carried = kind in ("ported", "blind")  # the states carried from another GPU: where they lose
+                named = kind != "untuned"  # where the carried states and the A/A pairs lose (untuned: everywhere)
                 print(f"      {state:<10} {len(g)} sizes: faster {counts.get('faster', 0)}, slower {len(slower)}, "
                       f"within noise {counts.get('within_noise', 0)}, not measurable "
-                      f"{counts.get('not_measurable', 0)}{verdict}" + (f"; slower at {at}" if at and carried else ""))
+                      f"{counts.get('not_measurable', 0)}{verdict}" + (f"; slower at {at}" if at and named else ""))
 
 
 def print_portability(table: pd.DataFrame) -> None:
