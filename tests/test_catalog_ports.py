@@ -22,6 +22,13 @@ PORT = ROOT / "data/h100/port/llama3-8b-bf16"  # the H200's dense tuning ported 
 OWN_STEP = ROOT / "data/h100/step/llama3-8b-bf16/step.jsonl"  # the H100's own tuning pass
 
 
+def _table_rows(price: pd.DataFrame) -> dict[str, list[str]]:
+    """The report's port table (:func:`_main.port_price_table` of ``price`` indexed by folder): cells by folder."""
+    lines = [line for line in _main.port_price_table(price.reset_index()) if line.startswith("| ")][1:]  # no header
+    cells = [[c.strip() for c in line.strip("|").split(" | ")] for line in lines]
+    return {row[-1].strip("`"): row for row in cells}
+
+
 def _log_head(lines: int = 3) -> bytes:
     """The verify process's first debug-log lines: FlashInfer ignoring the H200's cache file on the H100."""
     head = (VERIFY / "debug.log").read_bytes().splitlines(keepends=True)[:lines]
@@ -89,10 +96,11 @@ def test_a_port_alone_is_priced_against_the_target_gpus_own_tuning_pass(tmp_path
     assert price.loc["again/x/ported", "model"] == "llama3-8b"
     assert price.loc["again/x/ported", "port_over_fresh_tune"] == pytest.approx(row["port_over_fresh_tune"] / 2)
 
-    lines = {r.folder: _main.port_price_line(r) for r in price.reset_index().itertuples(index=False)}
-    assert "own tuning pass in `profkit step` (0.08x)" in lines["port/llama3-8b-bf16/ported"]
-    assert "; `again/x/ported`) took" in lines["again/x/ported"]
-    assert lines["lone/x/ported"].endswith("no tuning pass of it on this GPU is in this data.")
+    rows = _table_rows(price)
+    assert rows["port/llama3-8b-bf16/ported"][:6] == ["llama3-8b bf16", "H200 -> H100", "3", "15.4 s", "203.2 s",
+                                                      "0.08x"]
+    assert rows["again/x/ported"][3] == "7.7 s" and rows["again/x/ported"][5] == "0.04x"
+    assert rows["lone/x/ported"][4:6] == ["none in this data", ""]
 
 
 def test_a_hostile_cache_path_reaches_the_report_pages_as_data(tmp_path):
@@ -120,8 +128,7 @@ def test_a_ports_one_time_jit_builds_are_named_from_the_debug_log_in_its_folder(
     price = port_price(catalog.open(tmp_path).port_prices).set_index("folder")
     assert price.loc["port/ported-first", "jit_builds"] == "gemm"
     assert pd.isna(price.loc["port/ported-again", "jit_builds"])
-    line = _main.port_price_line(price.reset_index().set_index("folder", drop=False).loc["port/ported-first"])
-    assert "FlashInfer's one-time JIT builds of `gemm` included (a fresh machine)" in line
+    assert _table_rows(price)["port/ported-first"][3].endswith(", with FlashInfer's one-time JIT builds (`gemm`)")
 
 
 def test_jit_builds_are_found_where_logs_are_only_scanned_beside_captures(shipped_whole):

@@ -255,7 +255,7 @@ def across_gpus_section(ctx: ReportContext) -> Section | None:
                      f"slower than the target's own pick beyond noise at {row.slower_than_own}, faster at "
                      f"{row.faster_than_own}{worst}; against the target's default: faster at "
                      f"{row.faster_than_default}, slower at {row.slower_than_default}.")
-    lines += [f"- {port_price_line(row)}" for row in price.itertuples(index=False)]
+    lines += port_price_table(price)
     lines += shortlist_lines(short)
     text = "\n".join(["Each carried pick is priced against the default timed in the same process, so the two "
                       "processes' drift cancels; regret is the carried pick's time over the target's own pick's, "
@@ -318,26 +318,29 @@ def shortlist_lines(table: pd.DataFrame, ks: tuple = (3, 10)) -> list[str]:
     return lines
 
 
-def port_price_line(row) -> str:
-    """One :func:`~profkit.analysis.portability.port_price` row as a sentence: the port's seconds against tuning's."""
-    source = f"{row.source_gpu}'s " if not T.missing(row.source_gpu) else ""
-    if T.missing(row.port_warm_s):  # profkit port alone (a dense GEMM tuning): priced against the step's tuning pass
-        what = f"{row.model} {row.dtype}" if not T.missing(row.dtype) else row.model
-        against = ("; no tuning pass of it on this GPU is in this data" if T.missing(row.fresh_tune_s) else
-                   f" against {T.seconds(row.fresh_tune_s)} for the {row.target_gpu}'s own tuning pass in `profkit "
-                   f"step` ({T.times(row.port_over_fresh_tune)})")
-        built = ("" if T.missing(row.jit_builds) else f", FlashInfer's one-time JIT builds of `{row.jit_builds}` "
-                 "included (a fresh machine)")
-        return (f"Porting the {source}{what} tuning to the {row.target_gpu} (its top-{row.top_k} re-timed at every "
-                f"bucket; `{row.folder}`) took {T.seconds(row.port_s)}{built}{against}.")
-    fresh = ("; no tuning of it in a fresh process on this GPU is in this data" if T.missing(row.fresh_tune_s) else
-             f" against {T.seconds(row.fresh_tune_s)} for a full tuning in a fresh process there "
-             f"({T.times(row.port_over_fresh_tune)})")
-    return (f"Porting the {source}{row.model} tuning to the {row.target_gpu} (its top-{row.top_k} re-timed at every "
-            f"bucket) took {T.seconds(row.port_s)} with its kernel compiles{fresh}; without compiles "
-            f"{T.seconds(row.port_warm_s)} against {T.seconds(row.tune_warm_s)} ({T.times(row.port_over_tune_without_compiles)}"
-            f"; a tuning right after the port in its process, some kernels compiled already: "
-            f"{T.seconds(row.tune_s)}, {T.times(row.port_over_tune)}).")
+def port_price_table(price: pd.DataFrame) -> list[str]:
+    """What each port cost against a full tuning on its target, one row per port
+    (:func:`~profkit.analysis.portability.port_price`), as a markdown table (empty without ports)."""
+    if price.empty:
+        return []
+    lines = ["", "What carrying a tuning cost against tuning on the target GPU (an MoE: against a full tuning in a fresh "
+             "process, and both again with every kernel compiled; a dense GEMM: against the target's own tuning pass "
+             "in `profkit step`):", "",
+             "| tuning | GPUs | top-k | port | full tuning | port / tuning | without compiles | folder |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in price.itertuples(index=False):
+        what = f"{row.model} {row.dtype}" if not T.missing(row.dtype) else str(row.model)
+        gpus = f"{gpu_name(row.source_gpu) if not T.missing(row.source_gpu) else '?'} -> {gpu_name(row.target_gpu)}"
+        port = T.seconds(row.port_s) + ("" if T.missing(row.jit_builds) else
+                                        f", with FlashInfer's one-time JIT builds (`{row.jit_builds}`)")
+        tuning, ratio = (("none in this data", "") if T.missing(row.fresh_tune_s) else
+                         (T.seconds(row.fresh_tune_s), T.times(row.port_over_fresh_tune)))
+        warm = ("" if T.missing(row.port_warm_s) else
+                f"{T.seconds(row.port_warm_s)} / {T.seconds(row.tune_warm_s)} "
+                f"({T.times(row.port_over_tune_without_compiles)})")
+        cells = (what, gpus, str(row.top_k), port, tuning, ratio, warm, f"`{row.folder}`")
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return lines
 
 
 def aa_sentence(aa: pd.DataFrame) -> str:
