@@ -71,8 +71,11 @@ def print_step(steps: pd.DataFrame) -> None:
     sets = steps.loc[(steps["state"] == "ported").to_numpy(dtype=bool), "source"].unique()
     if not len(sets):
         print("   no step set with a ported state in this data")
+    tally = {"A/A": [0, 0], "ported": [0, 0]}  # [flagged, measured sizes]: the rule on identical kernels, and ported
     for source in sets:
         rows = steps[(steps["source"] == source).to_numpy(dtype=bool)]
+        loaded = (rows.groupby("state")["loaded_cache"].first().fillna("").astype(str) if "loaded_cache" in rows.columns
+                  else pd.Series(dtype=str))
         for baseline, target in (("cache", "within noise of the own cache or faster"),
                                  ("untuned", "never slower than untuned")):
             if not (rows["state"] == baseline).any():
@@ -90,9 +93,22 @@ def print_step(steps: pd.DataFrame) -> None:
                 verdict = ("  MET" if slower.empty and measured else "  MISSED" if not slower.empty
                            else "  NOT MEASURED (one pass per state)") if kind == "ported" else ""
                 named = kind != "untuned"  # where the carried states and the A/A pairs lose (untuned: everywhere)
+                same_file = kind != baseline and loaded.get(kind, "") == loaded.get(baseline) != ""
+                if baseline == "cache" and (kind in ("ported", baseline) or same_file) and state != baseline:
+                    flags = ("slower",) if kind == "ported" else ("slower", "faster")  # A/A: either way is noise
+                    tally["A/A" if kind != "ported" else "ported"][0] += int(g["verdict"].isin(flags).sum())
+                    tally["A/A" if kind != "ported" else "ported"][1] += int((g["verdict"] != "not_measurable").sum())
                 print(f"      {state:<10} {len(g)} sizes: faster {counts.get('faster', 0)}, slower {len(slower)}, "
                       f"within noise {counts.get('within_noise', 0)}, not measurable "
                       f"{counts.get('not_measurable', 0)}{verdict}" + (f"; slower at {at}" if at and named else ""))
+    _print_tally(tally)
+
+
+def _print_tally(tally: dict) -> None:
+    """The step target in context: how often the rule flags identical kernels, and the ported files."""
+    (aa, aa_n), (ported, ported_n) = tally["A/A"], tally["ported"]
+    print(f"   in all: the own cache against itself (A/A pairs: the same file twice) beyond noise at {aa} of {aa_n} sizes "
+          f"(either way); the ported files slower than the own cache at {ported} of {ported_n}")
 
 
 def print_portability(table: pd.DataFrame) -> None:
