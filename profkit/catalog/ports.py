@@ -47,10 +47,10 @@ def port_prices(inv: Inventory, prov: Mapping[str, dict], steps: Mapping[Path, p
     ``cold/port.json``) and the same model's tuning call on the same GPU in a fresh process (``tune_call_s`` of the
     first ``provenance.json`` of that model and GPU, by folder). A ``port.json`` alone: ``port_cold_s`` is its
     ``port_s``; the model and dtype are those of the step set in its folder (or of a port of the same source tuning
-    that has one), and ``fresh_tune_s`` the target GPU's
-    own tuning pass of them (a step row of state ``tuned`` on that GPU; its folder in ``fresh_tune_from``).
-    ``jit_builds``: the JIT modules FlashInfer built in the port, from a debug log in its folder (``jit_builds``:
-    the catalogue's ``jit_build`` events), a fresh machine's one-time cost inside ``port_cold_s``."""
+    that has one), and ``fresh_tune_s`` the target GPU's own tuning pass of them (a step row of state ``tuned`` on
+    that GPU; its folder in ``fresh_tune_from``). The column ``jit_builds``: the JIT modules FlashInfer built in the
+    port, as a debug log in its folder says (the argument ``jit_builds``: the catalogue's ``jit_build`` events), a
+    fresh machine's one-time cost inside ``port_cold_s``."""
     rows, priced = [], set()
     for p, doc in _documents(inv, "port_price", problems):
         times = {k: as_float(doc.get(k)) if isinstance(doc, dict) else None
