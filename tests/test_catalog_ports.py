@@ -136,3 +136,17 @@ def test_jit_builds_are_found_where_logs_are_only_scanned_beside_captures(shippe
     price = port_price(shipped_whole.port_prices).set_index("folder")
     assert price.loc["h100/port-top10/llama3-8b-bf16/ported", "jit_builds"] == "mm_bf16_cublaslt, tinygemm2"
     assert pd.isna(price.loc["h100/port-top10-again/llama3-8b-fp8/ported-again", "jit_builds"])
+
+
+def test_a_port_json_that_records_its_jit_builds_is_believed_over_its_log(tmp_path):
+    """profkit port records the modules it compiled and their seconds; the log is read only for older port.json."""
+    first = ROOT / "data/h100/port-top10-again/llama3-8b-fp8/ported-first"
+    doc = json.loads((first / "port.json").read_text())
+    for name, jit in (("timed", {"jit_modules": ["gemm"], "jit_build_s": 41.25}),
+                      ("none", {"jit_modules": [], "jit_build_s": 0.0})):
+        shutil.copytree(first, tmp_path / name, ignore=shutil.ignore_patterns("timings"))
+        (tmp_path / name / "port.json").write_text(json.dumps({**doc, **jit}))
+    price = port_price(catalog.open(tmp_path).port_prices).set_index("folder")
+    assert (price.loc["timed", "jit_builds"], price.loc["timed", "jit_build_s"]) == ("gemm", 41.25)
+    assert pd.isna(price.loc["none", "jit_builds"]) and price.loc["none", "jit_build_s"] == 0.0  # its log says gemm
+    assert _table_rows(price)["timed"][3].endswith("one-time JIT builds (`gemm`: 41.2 s)")

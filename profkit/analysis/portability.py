@@ -38,7 +38,7 @@ PORT_PRICE_COLUMNS = {
     "port_s": "float64",
     "fresh_tune_s": "float64", "port_over_fresh_tune": "float64", "port_warm_s": "float64", "tune_warm_s": "float64",
     "port_over_tune_without_compiles": "float64", "tune_s": "float64", "port_over_tune": "float64",
-    "fresh_tune_from": "string", "folder": "string", "jit_builds": "string",
+    "fresh_tune_from": "string", "folder": "string", "jit_builds": "string", "jit_build_s": "float64",
 }
 _KEY = ["op", "shape", "routing", "m"]
 
@@ -110,8 +110,8 @@ def port_price(prices: pd.DataFrame) -> pd.DataFrame:
     pass in its step set; NaN when the catalogue holds none); a dense port (``dtype`` set) has no warm pair;
     ``port_over_tune_without_compiles``: both again in the same process, every kernel compiled;
     ``port_over_tune``: the port over the tuning that followed it in its process (some kernels compiled by the
-    port already); ``jit_builds``: the JIT modules FlashInfer built inside the port (a fresh machine's one-time
-    cost, part of ``port_s``). Sorted by model, source and target GPU.
+    port already); ``jit_builds``, ``jit_build_s``: the JIT modules FlashInfer compiled inside the port and their
+    seconds where known (a fresh machine's one-time cost, part of ``port_s``). Sorted by model, source and target GPU.
     """
     if prices is None or prices.empty:
         return empty(PORT_PRICE_COLUMNS)

@@ -23,6 +23,7 @@ PORT_PRICE_COLUMNS = {
     "folder": "string", "model": "string", "dtype": "string", "source_gpu": "string", "target_gpu": "string",
     "top_k": "Int64", "port_cold_s": "float64", "port_warm_s": "float64", "tune_s": "float64",
     "tune_warm_s": "float64", "fresh_tune_s": "float64", "fresh_tune_from": "string", "jit_builds": "string",
+    "jit_build_s": "float64",
 }
 _SAVED_VS_CURRENT = re.compile(r"gpu: saved=(?P<saved>.+?) vs current=(?P<current>.+?)(?:, \w+: saved=|$)")
 
@@ -48,9 +49,10 @@ def port_prices(inv: Inventory, prov: Mapping[str, dict], steps: Mapping[Path, p
     first ``provenance.json`` of that model and GPU, by folder). A ``port.json`` alone: ``port_cold_s`` is its
     ``port_s``; the model and dtype are those of the step set in its folder (or of a port of the same source tuning
     that has one), and ``fresh_tune_s`` the target GPU's own tuning pass of them (a step row of state ``tuned`` on
-    that GPU; its folder in ``fresh_tune_from``). The column ``jit_builds``: the JIT modules FlashInfer built in the
-    port, as a debug log in its folder says (the argument ``jit_builds``: the catalogue's ``jit_build`` events), a
-    fresh machine's one-time cost inside ``port_cold_s``."""
+    that GPU; its folder in ``fresh_tune_from``). The columns ``jit_builds`` and ``jit_build_s``: the JIT modules
+    FlashInfer compiled in the (first) port and their seconds, a fresh machine's one-time cost inside
+    ``port_cold_s``, as its ``port.json`` records them (``jit_modules``, ``jit_build_s``), else the modules a debug
+    log in its folder names (the argument ``jit_builds``: the catalogue's ``jit_build`` events)."""
     rows, priced = [], set()
     for p, doc in _documents(inv, "port_price", problems):
         times = {k: as_float(doc.get(k)) if isinstance(doc, dict) else None
@@ -64,10 +66,11 @@ def port_prices(inv: Inventory, prov: Mapping[str, dict], steps: Mapping[Path, p
         fresh = sorted((folder, as_float(d.get("tune_call_s"))) for folder, d in prov.items()
                        if d.get("model") == model and (d.get("env") or {}).get("gpu") == gpu
                        and as_float(d.get("tune_call_s")) is not None)
-        rows.append({"folder": inv.rel(p.parent), "model": model, "source_gpu": port_docs.get(
-                         p.parent / "cold" / "port.json", {}).get("source_gpu"), "target_gpu": gpu,
-                     "top_k": as_int(doc.get("top_k")), **times, "fresh_tune_s": fresh[0][1] if fresh else None,
-                     "fresh_tune_from": fresh[0][0] if fresh else None})
+        cold = port_docs.get(p.parent / "cold" / "port.json", {})
+        rows.append({"folder": inv.rel(p.parent), "model": model, "source_gpu": cold.get("source_gpu"),
+                     "target_gpu": gpu, "top_k": as_int(doc.get("top_k")), **times,
+                     "fresh_tune_s": fresh[0][1] if fresh else None, "fresh_tune_from": fresh[0][0] if fresh else None,
+                     **_jit(cold, None)})
     step_rows = pd.concat(steps.values(), ignore_index=True) if steps else pd.DataFrame()
     dense = {p: doc for p, doc in port_docs.items() if p.parent.parent not in priced}
     models = {p: _step_model(inv.rel(p.parent.parent), step_rows) for p in dense}
@@ -75,8 +78,16 @@ def port_prices(inv: Inventory, prov: Mapping[str, dict], steps: Mapping[Path, p
     built = _modules_built(jit_builds, inv)
     for p, doc in dense.items():
         rows.append({**_dense_port(inv.rel(p.parent), doc, models[p] or by_source.get(_source(doc)), step_rows),
-                     "jit_builds": built.get(p.parent)})
+                     **_jit(doc, built.get(p.parent))})
     return pd.DataFrame(rows, columns=list(PORT_PRICE_COLUMNS)).astype(PORT_PRICE_COLUMNS)
+
+
+def _jit(doc: dict, logged: str | None) -> dict:
+    """A port's ``jit_builds`` and ``jit_build_s``: as its ``port.json`` records them, else the modules its log names."""
+    modules = doc.get("jit_modules")
+    if not isinstance(modules, list):
+        return {"jit_builds": logged, "jit_build_s": None}
+    return {"jit_builds": ", ".join(map(str, modules)) or None, "jit_build_s": as_float(doc.get("jit_build_s"))}
 
 
 def _modules_built(jit_builds: pd.DataFrame | None, inv: Inventory) -> dict[Path, str]:

@@ -331,8 +331,9 @@ def port_price_table(price: pd.DataFrame) -> list[str]:
     for row in price.itertuples(index=False):
         what = f"{row.model} {row.dtype}" if not T.missing(row.dtype) else str(row.model)
         gpus = f"{gpu_name(row.source_gpu) if not T.missing(row.source_gpu) else '?'} -> {gpu_name(row.target_gpu)}"
+        took = "" if T.missing(row.jit_build_s) else f": {T.seconds(row.jit_build_s)}"
         port = T.seconds(row.port_s) + ("" if T.missing(row.jit_builds) else
-                                        f", with FlashInfer's one-time JIT builds (`{row.jit_builds}`)")
+                                        f", with FlashInfer's one-time JIT builds (`{row.jit_builds}`{took})")
         tuning, ratio = (("none in this data", "") if T.missing(row.fresh_tune_s) else
                          (T.seconds(row.fresh_tune_s), T.times(row.port_over_fresh_tune)))
         warm = ("" if T.missing(row.port_warm_s) else

@@ -33,6 +33,7 @@ from profkit import schema
 from profkit.errors import ProfkitError
 from profkit.sources.env import collect_env, current_rank, new_run_id, utc_now
 from profkit.sources.hooks import Hook, HookSet, Layer
+from profkit.sources.jit import jit_spec_class
 from profkit.sources.recorder import (CallFrame, Candidate, ProfileWindow, RowBuilder, candidate_status,
                                       error_text, timing_text)
 
@@ -115,7 +116,7 @@ class _Recorder:
         ]
         if hasattr(tuner_cls, "rank_tactics"):
             hooks.append(Hook(tuner_cls, "rank_tactics", self._wrap_rank_tactics))
-        jit_cls = _jit_spec_class()
+        jit_cls = jit_spec_class()
         if jit_cls is not None:
             hooks.append(Hook(jit_cls, "build", self._wrap_jit_build))
         return HookSet(hooks)
@@ -400,15 +401,6 @@ def _candidate_row(c: Candidate) -> dict:
     row = {k: getattr(c, k) for k in ("seq", "runner", "tactic", "shapes", "timing", "host_s", "jit_s",
                                       "time_ms", "status", "error", "source")}
     return {**row, "thread": threading.get_ident(), "api": "profile_tactic"}
-
-
-def _jit_spec_class():
-    try:
-        from flashinfer.jit import core
-    except ImportError:
-        return None
-    cls = getattr(core, "JitSpecNvcc", None) or getattr(core, "JitSpec", None)
-    return cls if cls is not None and "build" in vars(cls) else None
 
 
 def _clear_cuda_error() -> None:
