@@ -57,7 +57,10 @@ def print_price(prices: pd.DataFrame) -> None:
                   f"{p.port_s:.1f} s / {p.fresh_tune_s:.1f} s "
                   f"(the target's tuning pass in profkit step) = {p.port_over_fresh_tune:.3f}  {met}"
                   + ("" if pd.isna(p.jit_builds) else f", FlashInfer's one-time JIT builds ({p.jit_builds}) inside "
-                     "the port alone"))
+                     "the port alone")
+                  + ("" if pd.isna(p.jit_build_s) or not p.jit_build_s else
+                     f"; without them {p.port_s - p.jit_build_s:.1f} s = "
+                     f"{(p.port_s - p.jit_build_s) / p.fresh_tune_s:.3f}"))
             continue
         print(f"   {p.model}, {p.source_gpu} -> {p.target_gpu}: with compiles {p.port_s:.1f} s / {p.fresh_tune_s:.1f} s "
               f"(fresh-process tuning) = {p.port_over_fresh_tune:.3f}  {met}")
