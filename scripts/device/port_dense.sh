@@ -15,24 +15,24 @@ out=$1
 top_k=${TOP_K:-10}
 mkdir -p "$out"
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then src=h100-step; own=h200; else src=h200; own=h100-own; fi
+
+port_into() {  # port_into NAME: profkit port of $dtype's source capture into $dir/NAME, its debug log beside port.json
+  timeout 200 python3 -m profkit.cli.port ".dense-in/$src-$dtype/capture" --top-k "$top_k" --out "$dir/$1" \
+    >> "$out/output.txt" 2> "$dir/$1-debug.log"
+  echo "[port_dense] $(date -u +%H:%M:%S) port into $1 rc=$?" | tee -a "$out/output.txt"
+  [ -d "$dir/$1" ] && mv "$dir/$1-debug.log" "$dir/$1/debug.log"
+}
+
 for dtype in ${DTYPES:-fp8 bf16}; do
   dir=$out/llama3-8b-$dtype
   mkdir -p "$dir"
   echo "[port_dense] $(date -u +%H:%M:%S) port $dtype top-k $top_k" | tee -a "$out/output.txt"
-  timeout 200 python3 -m profkit.cli.port ".dense-in/$src-$dtype/capture" --top-k "$top_k" --out "$dir/ported" \
-    >> "$out/output.txt" 2> "$dir/port-debug.log"
-  echo "[port_dense] $(date -u +%H:%M:%S) port rc=$?" | tee -a "$out/output.txt"
-  [ -d "$dir/ported" ] && mv "$dir/port-debug.log" "$dir/ported/debug.log"  # beside port.json: its JIT builds
+  port_into ported
   s=untuned,cache,advised,ported
   timeout 150 python3 -m profkit.cli.step --model llama3-8b --dtype "$dtype" --states "$s,$s,$s" \
     --cache "cache=.dense-in/$own-$dtype/cache.json" --cache "advised=.dense-in/$own-$dtype/cache.json" \
     --cache "ported=$dir/ported/cache.json" --deadline-s 110 \
     --out "$dir/step" >> "$out/output.txt" 2> "$dir/step-debug.log"
   echo "[port_dense] $(date -u +%H:%M:%S) step rc=$?" | tee -a "$out/output.txt"
-  if [ "${PORT_AGAIN:-0}" = 1 ]; then
-    timeout 200 python3 -m profkit.cli.port ".dense-in/$src-$dtype/capture" --top-k "$top_k" --out "$dir/ported-again" \
-      >> "$out/output.txt" 2> "$dir/port-again-debug.log"
-    echo "[port_dense] $(date -u +%H:%M:%S) port again rc=$?" | tee -a "$out/output.txt"
-    [ -d "$dir/ported-again" ] && mv "$dir/port-again-debug.log" "$dir/ported-again/debug.log"
-  fi
+  if [ "${PORT_AGAIN:-0}" = 1 ]; then port_into ported-again; fi
 done
