@@ -98,9 +98,10 @@ def print_step(steps: pd.DataFrame) -> None:
                 named = kind != "untuned"  # where the carried states and the A/A pairs lose (untuned: everywhere)
                 same_file = kind != baseline and loaded.get(kind, "") == loaded.get(baseline) != ""
                 if baseline == "cache" and (kind in ("ported", baseline) or same_file) and state != baseline:
-                    flags = ("slower",) if kind == "ported" else ("slower", "faster")  # A/A: either way is noise
-                    tally["A/A" if kind != "ported" else "ported"][0] += int(g["verdict"].isin(flags).sum())
-                    tally["A/A" if kind != "ported" else "ported"][1] += int((g["verdict"] != "not_measurable").sum())
+                    which, flags = (("ported", ("slower",)) if kind == "ported"
+                                    else ("A/A", ("slower", "faster")))  # A/A: either way is noise
+                    tally[which][0] += int(g["verdict"].isin(flags).sum())
+                    tally[which][1] += int((g["verdict"] != "not_measurable").sum())
                 print(f"      {state:<10} {len(g)} sizes: faster {counts.get('faster', 0)}, slower {len(slower)}, "
                       f"within noise {counts.get('within_noise', 0)}, not measurable "
                       f"{counts.get('not_measurable', 0)}{verdict}" + (f"; slower at {at}" if at and named else ""))
