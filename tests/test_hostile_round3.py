@@ -537,3 +537,17 @@ def test_a_folder_is_replaced_whole_where_no_atomic_exchange_exists(tmp_path, mo
         monkeypatch.setattr(atomic, "_exchange", lambda a, b: False)  # the second write: two renames
     assert sorted(p.name for p in out.iterdir()) == [".profkit-written", "second.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_report_pages_show_control_characters_as_escapes_and_keep_tables_whole(hostile_report):
+    """A name's ESC, BEL or line break never reaches a page raw: not in a data table's HTML, not splitting a Markdown
+    table row (every row of every Markdown table has its header's cells)."""
+    out, names = hostile_report
+    for page in [*out.glob("*.html"), *out.glob("*.md")]:
+        text = page.read_text()
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text, page.name
+    for page in out.glob("*.md"):
+        rows = [line for line in page.read_text().splitlines() if line.startswith("|")]
+        assert rows and all(row.endswith("|") for row in rows), page.name  # a row split by a name would not
+    index = (out / "index.md").read_text()
+    assert "gemm $\\frac{$ \\x1b]0;t\\x07\\n" in index

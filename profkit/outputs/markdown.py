@@ -62,3 +62,9 @@ def fence(text: str, info: str = "text") -> list[str]:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     mark = "`" * max(3, longest + 1)
     return [mark + info, text, mark]
+
+
+def table_cell(text) -> str:
+    """``text`` as one Markdown table cell: its pipes escaped, its line breaks and other control characters shown as
+    escapes (:func:`profkit.printable.printable`), so no name can end the cell or the row."""
+    return printable(text).replace("|", "\\|")

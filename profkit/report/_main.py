@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from profkit.outputs.markdown import table_cell
 from profkit.report import _text as T
 from profkit.report._page import FigureSpec, ReportContext, Section, Table
 from profkit.views import (gpu_name, plot_moe_routing, plot_moe_step, plot_moe_tactics, plot_portability,
@@ -204,7 +205,7 @@ def verdict_table(v: pd.DataFrame) -> str:
     lines = ["| op | GPU | do | tuning costs | bought beyond noise | smallest detectable change |", "|---|---|---|---|---|---|"]
     for row in v.itertuples(index=False):
         gpu = str(getattr(row, "gpu", "") or "").removeprefix("NVIDIA ")
-        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in (
+        lines.append("| " + " | ".join(table_cell(x) for x in (
             f"`{row.op}`", gpu or "?", f"**{row.recommendation}**", _cost_cell(row), _bought_cell(row),
             _detectable_cell(row))) + " |")
     return "\n".join(lines)
@@ -340,7 +341,7 @@ def port_price_table(price: pd.DataFrame) -> list[str]:
                 f"{T.seconds(row.port_warm_s)} / {T.seconds(row.tune_warm_s)} "
                 f"({T.times(row.port_over_tune_without_compiles)})")
         cells = (what, gpus, str(row.top_k), port, tuning, ratio, warm, f"`{row.folder}`")
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append("| " + " | ".join(table_cell(c) for c in cells) + " |")
     return lines
 
 

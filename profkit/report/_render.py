@@ -10,6 +10,8 @@ import base64
 import re
 from typing import Mapping, Sequence
 
+from profkit.outputs.markdown import table_cell
+from profkit.printable import printable
 from profkit.report import _html
 from profkit.report._page import PAGE_TITLES, Section, Table, page_file
 from profkit import views as _format
@@ -23,7 +25,7 @@ def markdown_table(table: Table) -> str:
     cols = list(shown.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for row in shown.itertuples(index=False):
-        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
+        lines.append("| " + " | ".join(table_cell(v) for v in row) + " |")
     return "\n".join(lines + ["", table.footer()])
 
 
@@ -115,7 +117,8 @@ def html_page(data, sections: Sequence[Section], pngs: Mapping[str, bytes], *, p
             body.append(f"<p class='note'>{_html.inline(esc(note))}</p>")
         for table in s.tables:
             if table.top:
-                body.append(_format.display_frame(table.shown()).to_html(index=False, border=0, escape=True))
+                shown = _format.display_frame(table.shown()).map(printable)  # a name's ESC shown, not obeyed
+                body.append(shown.to_html(index=False, border=0, escape=True))
             body.append(f"<p class='foot'>{_html.inline(esc(table.footer()))}</p>")
         if s.collapsed:
             parts.append(f"<details id='{esc(s.anchor)}'><summary>{esc(s.title)}</summary>{''.join(body)}</details>")
