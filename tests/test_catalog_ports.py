@@ -100,7 +100,7 @@ def test_a_port_alone_is_priced_against_the_target_gpus_own_tuning_pass(tmp_path
     assert rows["port/llama3-8b-bf16/ported"][:6] == ["llama3-8b bf16", "H200 -> H100", "3", "15.4 s", "203.2 s",
                                                       "0.08x"]
     assert rows["again/x/ported"][3] == "7.7 s" and rows["again/x/ported"][5] == "0.04x"
-    assert rows["lone/x/ported"][4:6] == ["none in this data", ""]
+    assert rows["lone/x/ported"][4:6] == ["none in this data", ""] and rows["lone/x/ported"][0] == "?"  # no model
 
 
 def test_a_hostile_cache_path_reaches_the_report_pages_as_data(tmp_path):

@@ -330,7 +330,7 @@ def port_price_table(price: pd.DataFrame) -> list[str]:
              "| tuning | GPUs | top-k | port | full tuning | port / tuning | without compiles | folder |",
              "|---|---|---|---|---|---|---|---|"]
     for row in price.itertuples(index=False):
-        what = f"{row.model} {row.dtype}" if not T.missing(row.dtype) else str(row.model)
+        what = " ".join(str(v) for v in (row.model, row.dtype) if not T.missing(v)) or "?"
         gpus = f"{gpu_name(row.source_gpu) if not T.missing(row.source_gpu) else '?'} -> {gpu_name(row.target_gpu)}"
         took = "" if T.missing(row.jit_build_s) else f": {T.seconds(row.jit_build_s)}"
         port = T.seconds(row.port_s) + ("" if T.missing(row.jit_builds) else
