@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repo root, after `source .carry/setup.sh`:
-#   TOP_K=10 [DTYPES="fp8 bf16"] [PORT_AGAIN=1] bash scripts/device/port_dense.sh OUTDIR
+#   TOP_K=10 [DTYPES="fp8 bf16"] [PORT_AGAIN=1] [BLIND=1] bash scripts/device/port_dense.sh OUTDIR
 # Carries the other GPU's Llama-3.1-8B step tuning here and proves it in the model step, per dtype. On an H100 the
 # source is the H200's (.dense-in/h200-DTYPE/capture) and the own tuning .dense-in/h100-own-DTYPE/cache.json; on an
 # H200 the source is the H100's (.dense-in/h100-step-DTYPE/capture) and the own .dense-in/h200-DTYPE/cache.json.
 #   1. profkit port SOURCE --top-k TOP_K (a fresh process: its compiles count);
 #   2. one step process, states untuned,cache,advised,ported interleaved over three passes: cache is this GPU's own
 #      tuning, advised the same file again (the A/A pair: identical kernels), ported the file step 1 wrote;
+#      with BLIND=1, also blind: the source's picks as they are, under this GPU's _metadata (profkit port --blind
+#      --like the own cache), between advised and ported (what copying the other GPU's file costs);
 #   3. with PORT_AGAIN=1, the port of step 1 again into ported-again/ (FlashInfer's JIT modules now built: on a fresh
 #      machine step 1's first shape includes their one-time build, which a tuning pass after an untuned pass never pays).
 # Each process's stdout goes to OUTDIR/output.txt, its stderr (FlashInfer's debug log) to a debug.log beside its files.
@@ -29,9 +31,17 @@ for dtype in ${DTYPES:-fp8 bf16}; do
   echo "[port_dense] $(date -u +%H:%M:%S) port $dtype top-k $top_k" | tee -a "$out/output.txt"
   port_into ported
   s=untuned,cache,advised,ported
-  timeout 150 python3 -m profkit.cli.step --model llama3-8b --dtype "$dtype" --states "$s,$s,$s" \
-    --cache "cache=.dense-in/$own-$dtype/cache.json" --cache "advised=.dense-in/$own-$dtype/cache.json" \
-    --cache "ported=$dir/ported/cache.json" --deadline-s 110 \
+  files=(--cache "cache=.dense-in/$own-$dtype/cache.json" --cache "advised=.dense-in/$own-$dtype/cache.json"
+         --cache "ported=$dir/ported/cache.json")
+  if [ "${BLIND:-0}" = 1 ]; then
+    python3 -m profkit.cli.port ".dense-in/$src-$dtype/capture" --blind --like ".dense-in/$own-$dtype/cache.json" \
+      --out "$dir/blind" >> "$out/output.txt" 2> "$dir/blind-debug.log"
+    echo "[port_dense] $(date -u +%H:%M:%S) blind rc=$?" | tee -a "$out/output.txt"
+    s=untuned,cache,advised,blind,ported
+    files+=(--cache "blind=$dir/blind/cache.json")
+  fi
+  timeout 170 python3 -m profkit.cli.step --model llama3-8b --dtype "$dtype" --states "$s,$s,$s" "${files[@]}" \
+    --deadline-s 130 \
     --out "$dir/step" >> "$out/output.txt" 2> "$dir/step-debug.log"
   echo "[port_dense] $(date -u +%H:%M:%S) step rc=$?" | tee -a "$out/output.txt"
   if [ "${PORT_AGAIN:-0}" = 1 ]; then port_into ported-again; fi
