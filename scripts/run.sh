@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # profkit's two quick-start commands, each installing what is missing first:
-#   bash scripts/run.sh report [DATA] [--out DIR]   # the report on the shipped H200 data (no GPU)
+#   bash scripts/run.sh report [DATA] [--out DIR]   # the report on the shipped H200 and H100 data (no GPU)
 #   bash scripts/run.sh test [pytest args]          # the test suite (what CI runs)
 # The virtual environment lives in .venv (PROFKIT_VENV overrides); it is re-installed when
 # pyproject.toml or requirements/ change.

@@ -11,7 +11,7 @@ from profkit.cli._paths import need_out_dir
 from profkit.errors import ProfkitError
 
 NAME = "capture"
-HELP = "Run a command; every Python process it starts writes its FlashInfer tuning calls under --out."
+HELP = "run a command; every Python process it starts writes its FlashInfer tuning calls under --out"
 EXAMPLES = """examples:
   profkit capture --out runs/pr12306 -- python -m sglang.launch_server --model-path ... --tp 2
   profkit capture --out runs/vllm -- vllm serve ... --enable-flashinfer-autotune

@@ -13,7 +13,7 @@ from profkit.errors import ProfkitError
 from profkit.printable import printable
 
 NAME = "parse"
-HELP = "Read FlashInfer autotuner debug logs, cache files or engine benchmark outputs into profkit tables."
+HELP = "read FlashInfer autotuner debug logs, cache files or engine benchmark outputs into profkit tables"
 EXAMPLES = """examples:
   profkit parse server.log                              # summary of what the log holds
   profkit parse rank0.log.gz rank1.log.gz --out parsed  # candidates/winners/tuning/runs/events/report.parquet

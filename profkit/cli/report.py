@@ -11,10 +11,10 @@ from profkit.cli._paths import need_file, need_out_dir
 from profkit.errors import ProfkitError
 
 NAME = "report"
-HELP = ("Write the verdicts (summary.json), figures, tables and self-contained pages for a directory of captures, "
-        "a capture, a FlashInfer debug log or a cache file.")
+HELP = ("write the verdicts (summary.json), figures, tables and self-contained pages for a directory of captures, "
+        "a capture, a FlashInfer debug log or a cache file")
 EXAMPLES = """examples:
-  profkit report --out report                       # the shipped H200 data (data/h200) and serving pair
+  profkit report --out report                       # the shipped data (data/: H200 and H100) and serving pair
   profkit report runs/mine --out runs/mine/report   # your own captures (profkit.capture(...).save)
   profkit report runs/on --bench off.txt --bench on.txt --out report   # add an autotune off/on serving pair
   profkit report server.log --out report              # straight from a FlashInfer debug log (or a cache .json)
