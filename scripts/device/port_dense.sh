@@ -18,11 +18,13 @@ top_k=${TOP_K:-10}
 mkdir -p "$out"
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then src=h100-step; own=h200; else src=h200; own=h100-own; fi
 
-port_into() {  # port_into NAME: profkit port of $dtype's source capture into $dir/NAME, its debug log beside port.json
-  timeout 200 python3 -m profkit.cli.port ".dense-in/$src-$dtype/capture" --top-k "$top_k" --out "$dir/$1" \
-    >> "$out/output.txt" 2> "$dir/$1-debug.log"
-  echo "[port_dense] $(date -u +%H:%M:%S) port into $1 rc=$?" | tee -a "$out/output.txt"
-  [ -d "$dir/$1" ] && mv "$dir/$1-debug.log" "$dir/$1/debug.log"
+port_into() {  # port_into NAME [ARG...]: profkit port of $dtype's source capture into $dir/NAME, its debug log beside
+  local name=$1  # port.json; ARGs go to profkit port (--blind --like FILE)
+  shift
+  timeout 200 python3 -m profkit.cli.port ".dense-in/$src-$dtype/capture" --top-k "$top_k" "$@" --out "$dir/$name" \
+    >> "$out/output.txt" 2> "$dir/$name-debug.log"
+  echo "[port_dense] $(date -u +%H:%M:%S) port into $name rc=$?" | tee -a "$out/output.txt"
+  [ -d "$dir/$name" ] && mv "$dir/$name-debug.log" "$dir/$name/debug.log"
 }
 
 for dtype in ${DTYPES:-fp8 bf16}; do
@@ -34,9 +36,7 @@ for dtype in ${DTYPES:-fp8 bf16}; do
   files=(--cache "cache=.dense-in/$own-$dtype/cache.json" --cache "advised=.dense-in/$own-$dtype/cache.json"
          --cache "ported=$dir/ported/cache.json")
   if [ "${BLIND:-0}" = 1 ]; then
-    python3 -m profkit.cli.port ".dense-in/$src-$dtype/capture" --blind --like ".dense-in/$own-$dtype/cache.json" \
-      --out "$dir/blind" >> "$out/output.txt" 2> "$dir/blind-debug.log"
-    echo "[port_dense] $(date -u +%H:%M:%S) blind rc=$?" | tee -a "$out/output.txt"
+    port_into blind --blind --like ".dense-in/$own-$dtype/cache.json"
     s=untuned,cache,advised,blind,ported
     files+=(--cache "blind=$dir/blind/cache.json")
   fi
