@@ -45,10 +45,14 @@ def print_shipped(data) -> None:
           f"({', '.join(f'{s} -> {t}' for s, t in sorted(cross)) or 'none'})")
 
 
-def print_price(prices: pd.DataFrame) -> None:
+def print_price(prices: pd.DataFrame, gpus) -> None:
     print("2. port / full tuning on the target (target: at most 1/3 with compiles, fresh processes)")
     if prices.empty:
         print("   no port in this data")
+    else:  # each GPU of the data is a target of issue 36's ports
+        reached = set(prices["target_gpu"].dropna().astype(str))
+        for gpu in [g for g in gpus if g not in reached]:
+            print(f"   onto {gpu}: no port in this data  NOT MEASURED")
     for p in prices.itertuples(index=False):
         met = ("NOT MEASURED (no tuning on the target)" if pd.isna(p.port_over_fresh_tune) else
                "MET" if p.port_over_fresh_tune <= 1 / 3 else "MISSED")
@@ -145,7 +149,7 @@ def main(root: str = "data") -> None:
         data = catalog.open(root)
     print_shipped(data)
     steps = pd.concat([data.step, data.step_other], ignore_index=True)
-    print_price(port_price(data.port_prices))
+    print_price(port_price(data.port_prices), partition.gpus(data))
     print_step(steps)
     print_portability(portability(carried_picks(partition.with_gpus(data.verify, data.runs))))
     print_shortlist(data)
