@@ -73,11 +73,16 @@ def print_price(prices: pd.DataFrame, gpus) -> None:
               f"{p.port_s:.1f} s / {p.tune_s:.1f} s = {p.port_over_tune:.3f}")
 
 
-def print_step(steps: pd.DataFrame) -> None:
+def print_step(steps: pd.DataFrame, gpus) -> None:
     print("3. the ported cache's step: against the target's own cache, and against untuned (the one rule)")
-    sets = steps.loc[(steps["state"] == "ported").to_numpy(dtype=bool), "source"].unique()
+    ported = (steps["state"] == "ported").to_numpy(dtype=bool)
+    sets = steps.loc[ported, "source"].unique()
     if not len(sets):
         print("   no step set with a ported state in this data")
+    elif "gpu" in steps.columns:  # each GPU of the data is a target of issue 36's step proof
+        stepped = set(steps.loc[ported, "gpu"].dropna().astype(str))
+        for gpu in [g for g in gpus if g not in stepped]:
+            print(f"   on {gpu}: no step set with a ported state in this data  NOT MEASURED")
     tally = {"A/A": [0, 0], "ported": [0, 0]}  # [flagged, measured sizes]: the rule on identical kernels, and ported
     for source in sets:
         rows = steps[(steps["source"] == source).to_numpy(dtype=bool)]
@@ -150,7 +155,7 @@ def main(root: str = "data") -> None:
     print_shipped(data)
     steps = pd.concat([data.step, data.step_other], ignore_index=True)
     print_price(port_price(data.port_prices), partition.gpus(data))
-    print_step(steps)
+    print_step(steps, partition.gpus(data))
     print_portability(portability(carried_picks(partition.with_gpus(data.verify, data.runs))))
     print_shortlist(data)
 
