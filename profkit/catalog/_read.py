@@ -161,7 +161,6 @@ _CACHE_KINDS = ("cache_env_mismatch", "cache_not_saved", "cache_loaded")
 # What the catalogue keeps of a log beside captures: FlashInfer on cache files, and its one-time JIT module builds
 # (``detail``: the module), which a port's or tuning's wall time includes on a fresh machine.
 _SAID_KINDS = (*_CACHE_KINDS, "jit_build")
-_JIT_BUILD = ("Building JIT module ", re.compile(r"Building JIT module (?P<detail>[^;\s]+)"))
 
 
 def said_events(inv: Inventory, tables: schema.Tables, problems: list) -> pd.DataFrame:
@@ -183,9 +182,9 @@ def said_events(inv: Inventory, tables: schema.Tables, problems: list) -> pd.Dat
 
 
 def _scan_said_lines(path: Path, problems: list) -> list[dict]:
-    from profkit.sources.logs.grammar import EVENT_PATTERNS
+    from profkit.sources.logs.grammar import EVENT_PATTERNS, JIT_BUILD
 
-    marks = {**{kind: EVENT_PATTERNS[kind] for kind in _CACHE_KINDS}, "jit_build": _JIT_BUILD}
+    marks = {**{kind: EVENT_PATTERNS[kind] for kind in _CACHE_KINDS}, "jit_build": JIT_BUILD}
     rows = []
     item = Input(name=str(path), path=str(path))
     try:

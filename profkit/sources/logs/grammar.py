@@ -47,6 +47,9 @@ TQDM = re.compile(r"\[AutoTuner\]: Tuning (?P<op>.+?):\s+\d+%\|[^|]*\|\s*(?P<n>\
 WARNING = re.compile(r"\S+:\d+: (?P<category>\w*Warning): (?P<message>.*)")
 OPT_DIM = re.compile(r"StaticDim\(val=(-?\d+)\)|DynamicDim\(min=-?\d+, opt=(-?\d+)")
 SKIPPED = re.compile(r"Skipped (\d+) unsupported tactic\(s\) for (.+?) \(enable debug logs")
+# FlashInfer's JIT logger on a module compiled from scratch ("Building JIT module <name>; this can take ..."), as the
+# event patterns: (literal prefix, regex whose group ``detail`` is the module).
+JIT_BUILD = ("Building JIT module ", re.compile(r"Building JIT module (?P<detail>[^;\r\n]*)"))
 # Event kinds: (literal prefix of the message body, regex whose named groups become columns).
 EVENT_PATTERNS = {kind: (prefix, re.compile(re.escape(prefix) + rest)) for kind, prefix, rest in (
     ("fallback_call", FALLBACK_CALL, r"(?P<op>\S+) with input shapes (?P<shapes>.*)"),

@@ -396,9 +396,9 @@ class Reader:
         return run, ended_at
 
     def _other_message(self, stream, lineno, ts, level, msg) -> None:
-        if msg.startswith("Building JIT module "):
-            module = msg[len("Building JIT module "):].split(";")[0]
-            self._event(stream, lineno, ts, level, "jit_build", detail=module, message=msg)
+        built = g.JIT_BUILD[1].match(msg)
+        if built:
+            self._event(stream, lineno, ts, level, "jit_build", detail=built["detail"], message=msg)
         else:
             self.count("ignored", "other flashinfer.jit message", lineno, msg)
 
