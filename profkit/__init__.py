@@ -2,9 +2,8 @@
 
 import importlib
 
+from profkit._versions import PROFKIT_VERSION as __version__
 from profkit.errors import ParseError, ProfkitError, SchemaError
-
-__version__ = "0.1.0"
 
 # Everything else is imported on first use, so that `import profkit` (and with it the `profkit`
 # command, its --help and its argument checks) does not pay for pandas, pyarrow or FlashInfer

@@ -1,6 +1,8 @@
-"""Library versions as people write them (shared by analysis and views)."""
+"""profkit's own version, and library versions as people write them (shared by analysis and views)."""
 
 from __future__ import annotations
+
+PROFKIT_VERSION = "0.1.0"  # pyproject.toml's version: tests/test_capture.py holds them equal
 
 
 def cudnn_version(value) -> str:

@@ -263,3 +263,22 @@ def test_env_has_provenance_fields(tuner):
     for key in ("gpu", "driver", "cuda", "torch", "flashinfer", "cudnn", "cublas", "host", "started_at", "command"):
         assert key in env
     assert env["torch"] == torch.__version__
+
+
+def test_env_names_the_profkit_that_ran_even_from_a_checkout(tuner, monkeypatch):
+    import importlib.metadata
+
+    from conftest import ROOT
+
+    real = importlib.metadata.version
+
+    def not_installed(name):  # a checkout on PYTHONPATH, as on the lent GPUs: no profkit distribution
+        if name == "profkit":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    with profkit.capture() as cap:
+        pass
+    project_version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    assert cap.env["profkit"] == profkit.__version__ == project_version

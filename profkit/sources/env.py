@@ -11,6 +11,8 @@ import socket
 import sys
 import uuid
 
+from profkit._versions import PROFKIT_VERSION
+
 
 def new_run_id() -> str:
     """A short unique id: UTC time plus random suffix, sortable by start time."""
@@ -54,7 +56,7 @@ def collect_env(run_id: str, *, source_kind: str = "capture", started_at: str | 
         "started_at": started_at or utc_now(),
         "command": mask_secrets(" ".join([os.path.basename(sys.executable)] + sys.argv)),
         "python": platform.python_version(),
-        "profkit": _dist_version("profkit"),
+        "profkit": PROFKIT_VERSION,  # the profkit that runs, also a checkout on PYTHONPATH (no distribution)
         "flashinfer": _flashinfer_version(),
         "cudnn_frontend": _dist_version("nvidia-cudnn-frontend"),
     }
