@@ -64,7 +64,7 @@ def print_price(prices: pd.DataFrame, gpus) -> None:
                      "the port alone")
                   + ("" if pd.isna(p.jit_build_s) or not p.jit_build_s else
                      f"; without them {p.port_s - p.jit_build_s:.1f} s = "
-                     f"{(p.port_s - p.jit_build_s) / p.fresh_tune_s:.3f}"))
+                     f"{p.port_over_fresh_tune_without_jit:.3f}"))
             continue
         print(f"   {p.model}, {p.source_gpu} -> {p.target_gpu}: with compiles {p.port_s:.1f} s / {p.fresh_tune_s:.1f} s "
               f"(fresh-process tuning) = {p.port_over_fresh_tune:.3f}  {met}")

@@ -13,6 +13,8 @@ from profkit import catalog, report
 from profkit.analysis.portability import PORT_PRICE_COLUMNS, carried_picks, port_price, portability
 from profkit.analysis.shortlist import shortlist_reach
 from profkit.catalog import partition
+from profkit.catalog.ports import PORT_PRICE_COLUMNS as CATALOG_PRICE_COLUMNS
+from profkit.report._main import port_price_table
 
 from conftest import DATA
 
@@ -116,3 +118,16 @@ def test_the_report_draws_the_figure_in_its_pipeline(tmp_path):
     written = report.build_report(data, tmp_path / "r", only=["portability_H200_on_H100"], index=False, progress=False)
     assert [p.name for p in written] == ["portability_H200_on_H100.png"]
     assert written[0].stat().st_size > 50_000
+
+
+def test_a_dense_port_that_timed_its_jit_builds_is_priced_without_them_too():
+    prices = pd.DataFrame([{"model": "llama3-8b", "dtype": "fp8", "source_gpu": H200, "target_gpu": H100, "top_k": 10,
+                            "port_cold_s": 70.0, "fresh_tune_s": 140.0, "jit_builds": "gemm", "jit_build_s": 35.0},
+                           {"model": "llama3-8b", "dtype": "bf16", "source_gpu": H200, "target_gpu": H100, "top_k": 10,
+                            "port_cold_s": 80.0, "fresh_tune_s": 160.0, "jit_builds": "tinygemm2"}])
+    p = port_price(prices.reindex(columns=list(CATALOG_PRICE_COLUMNS)).astype(CATALOG_PRICE_COLUMNS))
+    assert p["port_over_fresh_tune_without_jit"].iloc[1] == 0.25 and pd.isna(p["port_over_fresh_tune_without_jit"].iloc[0])
+    rows = [line for line in port_price_table(p) if line.startswith("| llama3-8b")]
+    assert "| 70.0 s, with FlashInfer's one-time JIT builds (`gemm`: 35.0 s) | 140.0 s | 0.50x | 35.0 s, without the " \
+           "JIT builds (0.25x) |" in rows[1]
+    assert "| 80.0 s, with FlashInfer's one-time JIT builds (`tinygemm2`) | 160.0 s | 0.50x |  |" in rows[0]

@@ -39,6 +39,7 @@ PORT_PRICE_COLUMNS = {
     "fresh_tune_s": "float64", "port_over_fresh_tune": "float64", "port_warm_s": "float64", "tune_warm_s": "float64",
     "port_over_tune_without_compiles": "float64", "tune_s": "float64", "port_over_tune": "float64",
     "fresh_tune_from": "string", "folder": "string", "jit_builds": "string", "jit_build_s": "float64",
+    "port_over_fresh_tune_without_jit": "float64",
 }
 _KEY = ["op", "shape", "routing", "m"]
 
@@ -111,7 +112,9 @@ def port_price(prices: pd.DataFrame) -> pd.DataFrame:
     ``port_over_tune_without_compiles``: both again in the same process, every kernel compiled;
     ``port_over_tune``: the port over the tuning that followed it in its process (some kernels compiled by the
     port already); ``jit_builds``, ``jit_build_s``: the JIT modules FlashInfer compiled inside the port and their
-    seconds where known (a fresh machine's one-time cost, part of ``port_s``). Sorted by model, source and target GPU.
+    seconds where known (a fresh machine's one-time cost, part of ``port_s``); ``port_over_fresh_tune_without_jit``:
+    the port less those seconds over ``fresh_tune_s`` (NaN where they are not known: a dense tuning pass in a step set
+    follows its untuned pass, which built the modules). Sorted by model, source and target GPU.
     """
     if prices is None or prices.empty:
         return empty(PORT_PRICE_COLUMNS)
@@ -119,6 +122,8 @@ def port_price(prices: pd.DataFrame) -> pd.DataFrame:
     p = p.assign(port_over_fresh_tune=p["port_s"] / p["fresh_tune_s"],
                  port_over_tune_without_compiles=p["port_warm_s"] / p["tune_warm_s"],
                  port_over_tune=p["port_s"] / p["tune_s"])
+    if "jit_build_s" in p.columns:
+        p = p.assign(port_over_fresh_tune_without_jit=(p["port_s"] - p["jit_build_s"]) / p["fresh_tune_s"])
     p = p.sort_values([c for c in ("model", "dtype", "source_gpu", "target_gpu") if c in p.columns], kind="stable")
     return conform_columns(p, PORT_PRICE_COLUMNS)
 

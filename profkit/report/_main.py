@@ -326,7 +326,7 @@ def port_price_table(price: pd.DataFrame) -> list[str]:
         return []
     lines = ["", "What carrying a tuning cost against tuning on the target GPU (an MoE: against a full tuning in a fresh "
              "process, and both again with every kernel compiled; a dense GEMM: against the target's own tuning pass "
-             "in `profkit step`):", "",
+             "in `profkit step`, and again without FlashInfer's one-time JIT builds where the port timed them):", "",
              "| tuning | GPUs | top-k | port | full tuning | port / tuning | without compiles | folder |",
              "|---|---|---|---|---|---|---|---|"]
     for row in price.itertuples(index=False):
@@ -337,9 +337,14 @@ def port_price_table(price: pd.DataFrame) -> list[str]:
                                         f", with FlashInfer's one-time JIT builds (`{row.jit_builds}`{took})")
         tuning, ratio = (("none in this data", "") if T.missing(row.fresh_tune_s) else
                          (T.seconds(row.fresh_tune_s), T.times(row.port_over_fresh_tune)))
-        warm = ("" if T.missing(row.port_warm_s) else
-                f"{T.seconds(row.port_warm_s)} / {T.seconds(row.tune_warm_s)} "
-                f"({T.times(row.port_over_tune_without_compiles)})")
+        if not T.missing(row.port_warm_s):
+            warm = (f"{T.seconds(row.port_warm_s)} / {T.seconds(row.tune_warm_s)} "
+                    f"({T.times(row.port_over_tune_without_compiles)})")
+        elif not (T.missing(row.port_over_fresh_tune_without_jit) or T.missing(row.jit_build_s)):
+            warm = (f"{T.seconds(row.port_s - row.jit_build_s)}, without the JIT builds "
+                    f"({T.times(row.port_over_fresh_tune_without_jit)})")
+        else:
+            warm = ""
         cells = (what, gpus, str(row.top_k), port, tuning, ratio, warm, f"`{row.folder}`")
         lines.append("| " + " | ".join(table_cell(c) for c in cells) + " |")
     return lines
