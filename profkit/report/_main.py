@@ -340,7 +340,7 @@ def port_price_table(price: pd.DataFrame) -> list[str]:
         if not T.missing(row.port_warm_s):
             warm = (f"{T.seconds(row.port_warm_s)} / {T.seconds(row.tune_warm_s)} "
                     f"({T.times(row.port_over_tune_without_compiles)})")
-        elif not (T.missing(row.port_over_fresh_tune_without_jit) or T.missing(row.jit_build_s)):
+        elif not T.missing(row.port_over_fresh_tune_without_jit):  # known only with jit_build_s
             warm = (f"{T.seconds(row.port_s - row.jit_build_s)}, without the JIT builds "
                     f"({T.times(row.port_over_fresh_tune_without_jit)})")
         else:
