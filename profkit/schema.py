@@ -297,6 +297,9 @@ _GROUPS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("kv_len", "Int64", "profkit step: KV cache length per sequence in decode"),
         ("attention", "string", "profkit step: attention implementation"),
         ("tuning_s", "float64", "profkit step: wall seconds of the tuning pass (tuned, planned, v2 states)"),
+        ("tuning_jit_build_s", "float64", "profkit step: of tuning_s, the seconds FlashInfer built JIT modules from "
+                                          "scratch (a fresh machine's one-time cost; null in rows written before "
+                                          "2026-12-08)"),
         ("picks", "string", "profkit step: FlashInfer's (runner, tactic) for each linear of the timed graph, "
                             "e.g. 'qkv=CublasFp8GemmRunner:-1 o=...'; empty for torch"),
         ("flags", "string", "profkit step: FlashInfer private switches set for the run"),

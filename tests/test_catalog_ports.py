@@ -150,3 +150,33 @@ def test_a_port_json_that_records_its_jit_builds_is_believed_over_its_log(tmp_pa
     assert (price.loc["timed", "jit_builds"], price.loc["timed", "jit_build_s"]) == ("gemm", 41.25)
     assert pd.isna(price.loc["none", "jit_builds"]) and price.loc["none", "jit_build_s"] == 0.0  # its log says gemm
     assert _table_rows(price)["timed"][3].endswith("one-time JIT builds (`gemm`: 41.2 s)")
+
+
+def test_a_port_that_built_jit_modules_is_priced_against_a_tuning_that_built_them_too(tmp_path):
+    """Like for like: the fresh machine's port (FlashInfer's ``gemm`` module built inside it) against a tuning pass
+    first in its process, which built it too; the port of modules already built against the pass after an untuned
+    one. Without the builds, both sides lose their own."""
+    port_jit = ROOT / "data/h100/port-jit/llama3-8b-fp8/ported"
+    own = ROOT / "data/h100/step/llama3-8b-fp8/step.jsonl"
+    shutil.copytree(port_jit, tmp_path / "port/llama3-8b-fp8/ported", ignore=shutil.ignore_patterns("timings"))
+    shutil.copytree(ROOT / "data/h100/port-top10/llama3-8b-fp8/step", tmp_path / "port/llama3-8b-fp8/step")
+    warm = tmp_path / "port/llama3-8b-fp8/ported-again"
+    warm.mkdir()
+    doc = json.loads((port_jit / "port.json").read_text())
+    (warm / "port.json").write_text(json.dumps({**doc, "port_s": 30.0, "jit_modules": [], "jit_build_s": 0.0}))
+    (tmp_path / "a-own").mkdir()
+    shutil.copy(own, tmp_path / "a-own/step.jsonl")  # after its untuned pass: no builds, first by folder
+    rows = [json.loads(line) for line in own.read_text().splitlines()]
+    fresh = [{**r, "tuning_s": r["tuning_s"] + 40.0, "tuning_jit_build_s": 36.0} for r in rows if r["state"] == "tuned"]
+    (tmp_path / "b-fresh").mkdir()
+    (tmp_path / "b-fresh/step.jsonl").write_text("".join(json.dumps(r) + "\n" for r in fresh))
+
+    price = port_price(catalog.open(tmp_path).port_prices).set_index("folder")
+    cold, again = price.loc["port/llama3-8b-fp8/ported"], price.loc["port/llama3-8b-fp8/ported-again"]
+    tuning_s = next(r["tuning_s"] for r in rows if r["state"] == "tuned" and r["tuning_s"])
+    assert (cold["fresh_tune_from"], cold["fresh_tune_s"]) == ("b-fresh", pytest.approx(tuning_s + 40.0))
+    assert cold["fresh_tune_jit_build_s"] == 36.0
+    assert cold["port_over_fresh_tune"] == pytest.approx(doc["port_s"] / (tuning_s + 40.0))
+    assert cold["port_over_fresh_tune_without_jit"] == pytest.approx((doc["port_s"] - doc["jit_build_s"]) / (tuning_s + 4.0))
+    assert (again["fresh_tune_from"], again["fresh_tune_s"]) == ("a-own", pytest.approx(tuning_s))
+    assert again["port_over_fresh_tune_without_jit"] == pytest.approx(30.0 / tuning_s)

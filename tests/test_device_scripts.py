@@ -15,6 +15,7 @@ STAND_INS = {
     "nvidia-smi": 'echo "$GPU_NAME"\n',
     # each call's arguments on one line; a port's --out folder made, as the real one makes it
     "python3": 'echo "$*" >> "$CALLS"\n'
+               'echo "${FLASHINFER_WORKSPACE_BASE:-}" >> "$CALLS.workspaces"\n'
                'prev=""; for a in "$@"; do [ "$prev" = --out ] && mkdir -p "$a"; prev=$a; done\n',
 }
 
@@ -57,6 +58,19 @@ def test_port_dense_blind_steps_the_copy_beside_the_own_cache_its_twin_and_the_p
         f"cache=.dense-in/{own}/cache.json", f"advised=.dense-in/{own}/cache.json",
         f"ported={out / 'ported'}/cache.json", f"blind={out / 'blind'}/cache.json"])
     assert all((out / name / "debug.log").is_file() for name in ("ported", "blind", "ported-again"))
+
+
+def test_port_dense_fresh_tune_tunes_first_in_a_process_of_its_own_with_an_empty_jit_workspace(tmp_path):
+    calls = port_dense(tmp_path, "NVIDIA H200", FRESH_TUNE="1")
+    workspaces = (tmp_path / "calls.txt.workspaces").read_text().splitlines()
+    first, *rest = calls
+    assert first[:2] == ["-m", "profkit.cli.step"] and _value(first, "--states") == ["tuned"]
+    assert _value(first, "--out") == [str(tmp_path / "out" / "llama3-8b-fp8" / "fresh-tune")]
+    assert _value(first, "--decode") == ["1,4096"] and _value(first, "--prefill") == ["4096"]  # tunes to 4096
+    assert workspaces[0] and not any(workspaces[1:])  # its own JIT workspace; the port and the rest share the machine's
+    assert not os.path.exists(workspaces[0])  # removed after
+    assert rest[0][:2] == ["-m", "profkit.cli.port"]
+    assert (tmp_path / "out" / "llama3-8b-fp8" / "fresh-tune" / "debug.log").is_file()
 
 
 def test_port_dense_without_blind_steps_no_copy(tmp_path):

@@ -169,18 +169,19 @@ def run_step(model_name: str, dtype: str, *, out, states=("untuned", "tuned", "t
     stack = DecoderStack(model, dtype, layers=layers, kv_len=kv_len, max_batch=max(decode_sizes))
     base = step_row_base(out, model_name, dtype, flags=flags, layers=layers, kv_len=kv_len)
     linear_names = [lin.name for lin in linear_layers(model)]
-    rows, tuning_s = [], None
+    rows, tuning_s, tuning_jit_s = [], None, None
     for state in states:
         stack.impl = "torch" if state == "torch" else "flashinfer"
         if state in TUNING_STATES:
-            tuning_s = _tuning_pass(profkit, stack, max(max(decode_sizes), max(prefill_sizes)), out, state,
-                                    plan_kwargs or {})
+            tuning_s, tuning_jit_s = _tuning_pass(profkit, stack, max(max(decode_sizes), max(prefill_sizes)), out,
+                                                  state, plan_kwargs or {})
         if state in FILE_STATES or (state == "untuned" and not any(t in states for t in TUNING_STATES)):
             load_cache_files(cache_files.get(state, ()), state)
         for phase, sizes in (("decode", decode_sizes), ("prefill", prefill_sizes)):
             for tokens in sizes:
                 row = {**base, "state": state, "label": state, "phase": phase, "tokens": tokens,
-                       "batch_size": tokens if phase == "decode" else 1, "tuning_s": tuning_s}
+                       "batch_size": tokens if phase == "decode" else 1, "tuning_s": tuning_s,
+                       "tuning_jit_build_s": tuning_jit_s}
                 if deadline_s is not None and time.monotonic() - started > deadline_s:
                     rows.append({**row, "repetition": 0, "step_ms": float("nan"), "error": "not run: deadline"})
                     continue
@@ -227,21 +228,27 @@ def picks_text(seen: list[dict], names: list[str], *, layers: int, forwards: int
     return " ".join(f"{name}={c['runner']}:{c['tactic']}" for name, c in zip(names, last))
 
 
-def _tuning_pass(profkit, stack: DecoderStack, tokens: int, out, state: str, plan_kwargs: dict) -> float:
+def _tuning_pass(profkit, stack: DecoderStack, tokens: int, out, state: str,
+                 plan_kwargs: dict) -> tuple[float, float]:
     """One forward at ``tokens`` inside profkit.capture and the state's tuning context.
 
-    Tunes every bucket up to ``tokens``; returns the pass's wall seconds.
+    Tunes every bucket up to ``tokens``; returns the pass's wall seconds and, of those, the seconds FlashInfer spent
+    building JIT modules from scratch (0 where an earlier state, or an earlier process on this machine, built them:
+    a tuning pass first in a fresh process on a fresh machine pays them, as a port there does).
     """
     import time
 
+    from profkit.sources.jit import jit_builds
+
     x = torch.randn(tokens, stack.model.hidden_size, device="cuda", dtype=torch.bfloat16)
-    with profkit.capture(run_id=f"{out.name}-{state}") as cap, _tuning_context(state, out, plan_kwargs):
+    with profkit.capture(run_id=f"{out.name}-{state}") as cap, _tuning_context(state, out, plan_kwargs), \
+            jit_builds() as built:
         t0 = time.perf_counter()
         stack.forward(x, "decode")
         torch.cuda.synchronize()
         tuning_s = time.perf_counter() - t0
     cap.save(out / "capture")
-    return tuning_s
+    return tuning_s, built.seconds
 
 
 def _tuning_context(state: str, out, plan_kwargs: dict):

@@ -23,7 +23,7 @@ PORT_PRICE_COLUMNS = {
     "folder": "string", "model": "string", "dtype": "string", "source_gpu": "string", "target_gpu": "string",
     "top_k": "Int64", "port_cold_s": "float64", "port_warm_s": "float64", "tune_s": "float64",
     "tune_warm_s": "float64", "fresh_tune_s": "float64", "fresh_tune_from": "string", "jit_builds": "string",
-    "jit_build_s": "float64",
+    "jit_build_s": "float64", "fresh_tune_jit_build_s": "float64",
 }
 _SAVED_VS_CURRENT = re.compile(r"gpu: saved=(?P<saved>.+?) vs current=(?P<current>.+?)(?:, \w+: saved=|$)")
 
@@ -77,8 +77,9 @@ def port_prices(inv: Inventory, prov: Mapping[str, dict], steps: Mapping[Path, p
     by_source = {_source(doc): models[p] for p, doc in dense.items() if models[p]}
     built = _modules_built(jit_builds, inv)
     for p, doc in dense.items():
-        rows.append({**_dense_port(inv.rel(p.parent), doc, models[p] or by_source.get(_source(doc)), step_rows),
-                     **_jit(doc, built.get(p.parent))})
+        jit = _jit(doc, built.get(p.parent))
+        rows.append({**_dense_port(inv.rel(p.parent), doc, models[p] or by_source.get(_source(doc)), step_rows,
+                                   built_jit=jit["jit_builds"] is not None), **jit})
     return pd.DataFrame(rows, columns=list(PORT_PRICE_COLUMNS)).astype(PORT_PRICE_COLUMNS)
 
 
@@ -122,9 +123,13 @@ def _step_model(step_set: str, steps: pd.DataFrame) -> tuple | None:
     return None if ran.empty else (ran["model"].iloc[0], ran["dtype"].iloc[0])
 
 
-def _dense_port(folder: str, doc: dict, model_dtype: tuple | None, steps: pd.DataFrame) -> dict:
+def _dense_port(folder: str, doc: dict, model_dtype: tuple | None, steps: pd.DataFrame, *, built_jit: bool) -> dict:
     """A ``port.json`` without a ``price.json``, priced against the target's own tuning pass in the step sets. Its
-    model and dtype: those of the step set its folder sits in, else of another port of the same source tuning's."""
+    model and dtype: those of the step set its folder sits in, else of another port of the same source tuning's.
+    Like for like: a port that built FlashInfer's JIT modules (``built_jit``: a fresh machine's first) is priced
+    against a tuning pass that built them too (``tuning_jit_build_s`` > 0: first in a fresh process with an empty JIT
+    workspace), where the step sets hold one, and any other port against one that did not (after its untuned pass);
+    else the first by folder."""
     row = {"folder": folder, "source_gpu": doc.get("source_gpu"), "target_gpu": doc["target_gpu"],
            "top_k": as_int(doc.get("top_k")), "port_cold_s": as_float(doc.get("port_s"))}
     if model_dtype is None or not {"state", "tuning_s", "gpu"} <= set(steps.columns):
@@ -132,10 +137,16 @@ def _dense_port(folder: str, doc: dict, model_dtype: tuple | None, steps: pd.Dat
     model, dtype = model_dtype
     own = steps[(steps["state"] == "tuned").to_numpy(dtype=bool) & steps["tuning_s"].notna().to_numpy(dtype=bool)
                 & (steps["model"] == model).to_numpy(dtype=bool) & (steps["dtype"] == dtype).to_numpy(dtype=bool)
-                & (steps["gpu"] == doc["target_gpu"]).to_numpy(dtype=bool)].sort_values("source", kind="stable")
+                & (steps["gpu"] == doc["target_gpu"]).to_numpy(dtype=bool)]
     row.update(model=model, dtype=dtype)
     if len(own):
-        row.update(fresh_tune_s=float(own["tuning_s"].iloc[0]), fresh_tune_from=str(own["source"].iloc[0]))
+        jit_s = (pd.to_numeric(own["tuning_jit_build_s"], errors="coerce") if "tuning_jit_build_s" in own.columns
+                 else pd.Series(float("nan"), index=own.index))
+        own = own.assign(unlike=(jit_s.fillna(0) > 0) != built_jit, jit_s=jit_s).sort_values(["unlike", "source"],
+                                                                                           kind="stable")
+        first = own.iloc[0]
+        row.update(fresh_tune_s=float(first["tuning_s"]), fresh_tune_from=str(first["source"]),
+                   fresh_tune_jit_build_s=None if pd.isna(first["jit_s"]) else float(first["jit_s"]))
     return row
 
 
