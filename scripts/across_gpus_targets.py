@@ -57,13 +57,17 @@ def print_price(prices: pd.DataFrame, gpus) -> None:
         met = ("NOT MEASURED (no tuning on the target)" if pd.isna(p.port_over_fresh_tune) else
                "MET" if p.port_over_fresh_tune <= 1 / 3 else "MISSED")
         if pd.notna(p.dtype):  # profkit port alone: a dense tuning, against the target's tuning pass in its step set
+            built = pd.notna(p.fresh_tune_jit_build_s) and p.fresh_tune_jit_build_s > 0
             print(f"   {p.model} {p.dtype}, {p.source_gpu} -> {p.target_gpu}, top-{p.top_k} ({p.folder}): "
                   f"{p.port_s:.1f} s / {p.fresh_tune_s:.1f} s "
-                  f"(the target's tuning pass in profkit step) = {p.port_over_fresh_tune:.3f}  {met}"
+                  + (f"(the target's tuning first in a fresh process, {p.fresh_tune_jit_build_s:.1f} s of JIT builds "
+                     f"in it; {p.fresh_tune_from})" if built else "(the target's tuning pass in profkit step)")
+                  + f" = {p.port_over_fresh_tune:.3f}  {met}"
                   + ("" if pd.isna(p.jit_builds) else f", FlashInfer's one-time JIT builds ({p.jit_builds}) inside "
                      "the port alone")
                   + ("" if pd.isna(p.jit_build_s) or not p.jit_build_s else
-                     f"; without them {p.port_s - p.jit_build_s:.1f} s = "
+                     f"; without them {p.port_s - p.jit_build_s:.1f} s"
+                     + (f" / {p.fresh_tune_s - p.fresh_tune_jit_build_s:.1f} s" if built else "") + " = "
                      f"{p.port_over_fresh_tune_without_jit:.3f}"))
             continue
         print(f"   {p.model}, {p.source_gpu} -> {p.target_gpu}: with compiles {p.port_s:.1f} s / {p.fresh_tune_s:.1f} s "

@@ -180,3 +180,8 @@ def test_a_port_that_built_jit_modules_is_priced_against_a_tuning_that_built_the
     assert cold["port_over_fresh_tune_without_jit"] == pytest.approx((doc["port_s"] - doc["jit_build_s"]) / (tuning_s + 4.0))
     assert (again["fresh_tune_from"], again["fresh_tune_s"]) == ("a-own", pytest.approx(tuning_s))
     assert again["port_over_fresh_tune_without_jit"] == pytest.approx(30.0 / tuning_s)
+    cells = _table_rows(price)
+    assert cells["port/llama3-8b-fp8/ported"][4] == f"{tuning_s + 40.0:.1f} s, with its JIT builds (36.0 s)"
+    assert cells["port/llama3-8b-fp8/ported"][6].startswith(
+        f"{doc['port_s'] - doc['jit_build_s']:.1f} s / {tuning_s + 4.0:.1f} s, without the JIT builds")
+    assert cells["port/llama3-8b-fp8/ported-again"][4] == f"{tuning_s:.1f} s"

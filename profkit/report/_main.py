@@ -326,7 +326,8 @@ def port_price_table(price: pd.DataFrame) -> list[str]:
         return []
     lines = ["", "What carrying a tuning cost against tuning on the target GPU (an MoE: against a full tuning in a fresh "
              "process, and both again with every kernel compiled; a dense GEMM: against the target's own tuning pass "
-             "in `profkit step`, and again without FlashInfer's one-time JIT builds where the port timed them):", "",
+             "in `profkit step`, one that built FlashInfer's one-time JIT modules where the port did, and both again "
+             "without those builds where the port timed them):", "",
              "| tuning | GPUs | top-k | port | full tuning | port / tuning | without compiles | folder |",
              "|---|---|---|---|---|---|---|---|"]
     for row in price.itertuples(index=False):
@@ -335,13 +336,16 @@ def port_price_table(price: pd.DataFrame) -> list[str]:
         took = "" if T.missing(row.jit_build_s) else f": {T.seconds(row.jit_build_s)}"
         port = T.seconds(row.port_s) + ("" if T.missing(row.jit_builds) else
                                         f", with FlashInfer's one-time JIT builds (`{row.jit_builds}`{took})")
+        tune_built = not T.missing(row.fresh_tune_jit_build_s) and row.fresh_tune_jit_build_s > 0
         tuning, ratio = (("none in this data", "") if T.missing(row.fresh_tune_s) else
-                         (T.seconds(row.fresh_tune_s), T.times(row.port_over_fresh_tune)))
+                         (T.seconds(row.fresh_tune_s) + (f", with its JIT builds ({T.seconds(row.fresh_tune_jit_build_s)})"
+                                                         if tune_built else ""), T.times(row.port_over_fresh_tune)))
         if not T.missing(row.port_warm_s):
             warm = (f"{T.seconds(row.port_warm_s)} / {T.seconds(row.tune_warm_s)} "
                     f"({T.times(row.port_over_tune_without_compiles)})")
         elif not T.missing(row.port_over_fresh_tune_without_jit):  # known only with jit_build_s
-            warm = (f"{T.seconds(row.port_s - row.jit_build_s)}, without the JIT builds "
+            tune = f" / {T.seconds(row.fresh_tune_s - row.fresh_tune_jit_build_s)}" if tune_built else ""
+            warm = (f"{T.seconds(row.port_s - row.jit_build_s)}{tune}, without the JIT builds "
                     f"({T.times(row.port_over_fresh_tune_without_jit)})")
         else:
             warm = ""
