@@ -66,8 +66,8 @@ def print_price(prices: pd.DataFrame, gpus) -> None:
                   + ("" if pd.isna(p.jit_builds) else f", FlashInfer's one-time JIT builds ({p.jit_builds}) inside "
                      "the port alone")
                   + ("" if pd.isna(p.jit_build_s) or not p.jit_build_s else
-                     f"; without them {p.port_s - p.jit_build_s:.1f} s"
-                     + (f" / {p.fresh_tune_s - p.fresh_tune_jit_build_s:.1f} s" if built else "") + " = "
+                     f"; without them {p.port_without_jit_s:.1f} s"
+                     + (f" / {p.fresh_tune_without_jit_s:.1f} s" if built else "") + " = "
                      f"{p.port_over_fresh_tune_without_jit:.3f}"))
             continue
         print(f"   {p.model}, {p.source_gpu} -> {p.target_gpu}: with compiles {p.port_s:.1f} s / {p.fresh_tune_s:.1f} s "

@@ -58,6 +58,7 @@ def test_a_price_without_a_fresh_tuning_is_read_and_a_foreign_price_json_is_name
 def test_port_price_divides_the_port_by_each_tuning():
     prices = pd.DataFrame([{"model": "m", "source_gpu": H200, "target_gpu": H100, "top_k": 3, "port_cold_s": 20.0,
                             "port_warm_s": 2.0, "tune_s": 40.0, "tune_warm_s": 16.0, "fresh_tune_s": 80.0}])
+    prices = prices.reindex(columns=list(CATALOG_PRICE_COLUMNS)).astype(CATALOG_PRICE_COLUMNS)  # as the catalogue's
     p = port_price(prices)
     assert list(p.columns) == list(PORT_PRICE_COLUMNS)
     assert p.iloc[0][["port_over_fresh_tune", "port_over_tune_without_compiles", "port_over_tune"]].tolist() == [

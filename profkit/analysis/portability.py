@@ -39,7 +39,8 @@ PORT_PRICE_COLUMNS = {
     "fresh_tune_s": "float64", "port_over_fresh_tune": "float64", "port_warm_s": "float64", "tune_warm_s": "float64",
     "port_over_tune_without_compiles": "float64", "tune_s": "float64", "port_over_tune": "float64",
     "fresh_tune_from": "string", "folder": "string", "jit_builds": "string", "jit_build_s": "float64",
-    "port_over_fresh_tune_without_jit": "float64", "fresh_tune_jit_build_s": "float64",
+    "fresh_tune_jit_build_s": "float64", "port_without_jit_s": "float64", "fresh_tune_without_jit_s": "float64",
+    "port_over_fresh_tune_without_jit": "float64",
 }
 _KEY = ["op", "shape", "routing", "m"]
 
@@ -112,20 +113,21 @@ def port_price(prices: pd.DataFrame) -> pd.DataFrame:
     ``port_over_tune_without_compiles``: both again in the same process, every kernel compiled;
     ``port_over_tune``: the port over the tuning that followed it in its process (some kernels compiled by the
     port already); ``jit_builds``, ``jit_build_s``: the JIT modules FlashInfer compiled inside the port and their
-    seconds where known (a fresh machine's one-time cost, part of ``port_s``); ``port_over_fresh_tune_without_jit``:
-    the port less those seconds over ``fresh_tune_s`` less the tuning's own (``fresh_tune_jit_build_s``: a dense
-    tuning pass first in a fresh process builds them; one after its step set's untuned pass does not, and counts none
-    where not recorded); NaN where the port's are not known. Sorted by model, source and target GPU.
+    seconds where known (a fresh machine's one-time cost, part of ``port_s``); ``port_without_jit_s``: the port less
+    those seconds (NaN where they are not known); ``fresh_tune_without_jit_s``: the tuning less its own
+    (``fresh_tune_jit_build_s``: a dense tuning pass first in a fresh process builds them; one after its step set's
+    untuned pass does not, and counts none where not recorded); ``port_over_fresh_tune_without_jit``: the one over the
+    other. ``prices``: the catalogue's ``port_prices``. Sorted by model, source and target GPU.
     """
     if prices is None or prices.empty:
         return empty(PORT_PRICE_COLUMNS)
     p = prices.rename(columns={"port_cold_s": "port_s"})
     p = p.assign(port_over_fresh_tune=p["port_s"] / p["fresh_tune_s"],
                  port_over_tune_without_compiles=p["port_warm_s"] / p["tune_warm_s"],
-                 port_over_tune=p["port_s"] / p["tune_s"])
-    if "jit_build_s" in p.columns:
-        tune_jit_s = p["fresh_tune_jit_build_s"].fillna(0) if "fresh_tune_jit_build_s" in p.columns else 0
-        p = p.assign(port_over_fresh_tune_without_jit=(p["port_s"] - p["jit_build_s"]) / (p["fresh_tune_s"] - tune_jit_s))
+                 port_over_tune=p["port_s"] / p["tune_s"],
+                 port_without_jit_s=p["port_s"] - p["jit_build_s"],
+                 fresh_tune_without_jit_s=p["fresh_tune_s"] - p["fresh_tune_jit_build_s"].fillna(0))
+    p = p.assign(port_over_fresh_tune_without_jit=p["port_without_jit_s"] / p["fresh_tune_without_jit_s"])
     p = p.sort_values([c for c in ("model", "dtype", "source_gpu", "target_gpu") if c in p.columns], kind="stable")
     return conform_columns(p, PORT_PRICE_COLUMNS)
 

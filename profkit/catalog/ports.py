@@ -140,13 +140,10 @@ def _dense_port(folder: str, doc: dict, model_dtype: tuple | None, steps: pd.Dat
                 & (steps["gpu"] == doc["target_gpu"]).to_numpy(dtype=bool)]
     row.update(model=model, dtype=dtype)
     if len(own):
-        jit_s = (pd.to_numeric(own["tuning_jit_build_s"], errors="coerce") if "tuning_jit_build_s" in own.columns
-                 else pd.Series(float("nan"), index=own.index))
-        own = own.assign(unlike=(jit_s.fillna(0) > 0) != built_jit, jit_s=jit_s).sort_values(["unlike", "source"],
-                                                                                           kind="stable")
-        first = own.iloc[0]
+        built = own["tuning_jit_build_s"].fillna(0).to_numpy() > 0  # step rows hold the schema's columns
+        first = own.assign(unlike=built != built_jit).sort_values(["unlike", "source"], kind="stable").iloc[0]
         row.update(fresh_tune_s=float(first["tuning_s"]), fresh_tune_from=str(first["source"]),
-                   fresh_tune_jit_build_s=None if pd.isna(first["jit_s"]) else float(first["jit_s"]))
+                   fresh_tune_jit_build_s=None if pd.isna(first["tuning_jit_build_s"]) else float(first["tuning_jit_build_s"]))
     return row
 
 

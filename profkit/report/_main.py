@@ -344,8 +344,8 @@ def port_price_table(price: pd.DataFrame) -> list[str]:
             warm = (f"{T.seconds(row.port_warm_s)} / {T.seconds(row.tune_warm_s)} "
                     f"({T.times(row.port_over_tune_without_compiles)})")
         elif not T.missing(row.port_over_fresh_tune_without_jit):  # known only with jit_build_s
-            tune = f" / {T.seconds(row.fresh_tune_s - row.fresh_tune_jit_build_s)}" if tune_built else ""
-            warm = (f"{T.seconds(row.port_s - row.jit_build_s)}{tune}, without the JIT builds "
+            tune = f" / {T.seconds(row.fresh_tune_without_jit_s)}" if tune_built else ""
+            warm = (f"{T.seconds(row.port_without_jit_s)}{tune}, without the JIT builds "
                     f"({T.times(row.port_over_fresh_tune_without_jit)})")
         else:
             warm = ""
