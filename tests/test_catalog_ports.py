@@ -152,25 +152,34 @@ def test_a_port_json_that_records_its_jit_builds_is_believed_over_its_log(tmp_pa
     assert _table_rows(price)["timed"][3].endswith("one-time JIT builds (`gemm`: 41.2 s)")
 
 
+PORT_JIT = ROOT / "data/h100/port-jit/llama3-8b-fp8/ported"  # the H200's fp8 tuning ported on a fresh H100
+OWN_FP8_STEP = ROOT / "data/h100/step/llama3-8b-fp8/step.jsonl"
+
+
+def _ports_and_tunings(root: Path, fresh_tune: str = "b-fresh") -> tuple[dict, list[dict]]:
+    """Under ``root``: the fresh machine's port (``gemm`` built inside it) and a port of modules already built, in a
+    step set; the H100's own tuning pass after its untuned pass (``a-own``) and the same rows as a tuning first in a
+    fresh process (``fresh_tune``: 40 s longer, 36 s of it JIT builds). Returns the port's document and the own rows."""
+    shutil.copytree(PORT_JIT, root / "port/llama3-8b-fp8/ported", ignore=shutil.ignore_patterns("timings"))
+    shutil.copytree(ROOT / "data/h100/port-top10/llama3-8b-fp8/step", root / "port/llama3-8b-fp8/step")
+    warm = root / "port/llama3-8b-fp8/ported-again"
+    warm.mkdir()
+    doc = json.loads((PORT_JIT / "port.json").read_text())
+    (warm / "port.json").write_text(json.dumps({**doc, "port_s": 30.0, "jit_modules": [], "jit_build_s": 0.0}))
+    (root / "a-own").mkdir()
+    shutil.copy(OWN_FP8_STEP, root / "a-own/step.jsonl")  # after its untuned pass: no builds, first by folder
+    rows = [json.loads(line) for line in OWN_FP8_STEP.read_text().splitlines()]
+    fresh = [{**r, "tuning_s": r["tuning_s"] + 40.0, "tuning_jit_build_s": 36.0} for r in rows if r["state"] == "tuned"]
+    (root / fresh_tune).mkdir()
+    (root / fresh_tune / "step.jsonl").write_text("".join(json.dumps(r) + "\n" for r in fresh))
+    return doc, rows
+
+
 def test_a_port_that_built_jit_modules_is_priced_against_a_tuning_that_built_them_too(tmp_path):
     """Like for like: the fresh machine's port (FlashInfer's ``gemm`` module built inside it) against a tuning pass
     first in its process, which built it too; the port of modules already built against the pass after an untuned
     one. Without the builds, both sides lose their own."""
-    port_jit = ROOT / "data/h100/port-jit/llama3-8b-fp8/ported"
-    own = ROOT / "data/h100/step/llama3-8b-fp8/step.jsonl"
-    shutil.copytree(port_jit, tmp_path / "port/llama3-8b-fp8/ported", ignore=shutil.ignore_patterns("timings"))
-    shutil.copytree(ROOT / "data/h100/port-top10/llama3-8b-fp8/step", tmp_path / "port/llama3-8b-fp8/step")
-    warm = tmp_path / "port/llama3-8b-fp8/ported-again"
-    warm.mkdir()
-    doc = json.loads((port_jit / "port.json").read_text())
-    (warm / "port.json").write_text(json.dumps({**doc, "port_s": 30.0, "jit_modules": [], "jit_build_s": 0.0}))
-    (tmp_path / "a-own").mkdir()
-    shutil.copy(own, tmp_path / "a-own/step.jsonl")  # after its untuned pass: no builds, first by folder
-    rows = [json.loads(line) for line in own.read_text().splitlines()]
-    fresh = [{**r, "tuning_s": r["tuning_s"] + 40.0, "tuning_jit_build_s": 36.0} for r in rows if r["state"] == "tuned"]
-    (tmp_path / "b-fresh").mkdir()
-    (tmp_path / "b-fresh/step.jsonl").write_text("".join(json.dumps(r) + "\n" for r in fresh))
-
+    doc, rows = _ports_and_tunings(tmp_path)
     price = port_price(catalog.open(tmp_path).port_prices).set_index("folder")
     cold, again = price.loc["port/llama3-8b-fp8/ported"], price.loc["port/llama3-8b-fp8/ported-again"]
     tuning_s = next(r["tuning_s"] for r in rows if r["state"] == "tuned" and r["tuning_s"])
@@ -185,3 +194,15 @@ def test_a_port_that_built_jit_modules_is_priced_against_a_tuning_that_built_the
     assert cells["port/llama3-8b-fp8/ported"][6].startswith(
         f"{doc['port_s'] - doc['jit_build_s']:.1f} s / {tuning_s + 4.0:.1f} s, without the JIT builds")
     assert cells["port/llama3-8b-fp8/ported-again"][4] == f"{tuning_s:.1f} s"
+
+
+def test_the_targets_script_shows_a_hostile_tuning_folder_as_its_escapes(tmp_path, capsys):
+    """scripts/across_gpus_targets.py names the tuning a port is priced against: a folder name is data on a terminal."""
+    import runpy
+
+    _ports_and_tunings(tmp_path, fresh_tune="b-fresh\x1b]0;pwned\x07\nMET")
+    script = runpy.run_path(str(ROOT / "scripts/across_gpus_targets.py"))
+    script["main"](str(tmp_path))
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\nMET" not in out
+    assert "b-fresh\\x1b]0;pwned\\x07\\nMET)" in out  # the name, shown as its escapes
